@@ -1,0 +1,294 @@
+"""The ``hookgate`` command line (operations.md §1): thin commands over the same services."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import secrets
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from hookgate import __version__
+from hookgate.config.loader import load_settings, locate_config
+from hookgate.config.render import redacted_effective, summary_line
+from hookgate.config.settings import Settings
+from hookgate.errors import ConfigError, HookgateError
+from hookgate.obs import logging as obs_logging
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    default: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--config", metavar="PATH", default=default, help="config file (README §4)")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                        default=default if suppress else "info")
+    parser.add_argument("--log-format", choices=["json", "console"], default=default)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hookgate", description="Self-hosted webhook ingress for AI assistants.")
+    parser.add_argument("--version", action="version", version=f"hookgate {__version__}")
+    _global_options(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", parents=[common], help="run the HTTP server and the embedded worker")
+    serve.add_argument("--bind", metavar="ADDR")
+    serve.add_argument("--port", type=int, metavar="N")
+    serve.add_argument("--no-worker", action="store_true", help="HTTP only")
+
+    config = sub.add_parser("config", parents=[common], help="check or show the configuration")
+    config_sub = config.add_subparsers(dest="config_command", metavar="check|show", required=True)
+    config_sub.add_parser("check", parents=[common], help="validate the configuration")
+    config_sub.add_parser("show", parents=[common], help="print the effective configuration")
+
+    runs = sub.add_parser("runs", parents=[common], help="inspect agent runs")
+    runs_sub = runs.add_subparsers(dest="runs_command", metavar="list|show", required=True)
+    runs_list = runs_sub.add_parser("list", parents=[common])
+    runs_list.add_argument("--agent")
+    runs_list.add_argument("--kind", choices=["hook", "task", "heartbeat"])
+    runs_list.add_argument("--status", action="append", default=[])
+    runs_list.add_argument("--since", metavar="DURATION", type=_duration)
+    runs_list.add_argument("--limit", type=int, default=50)
+    runs_list.add_argument("--json", action="store_true")
+    runs_show = runs_sub.add_parser("show", parents=[common])
+    runs_show.add_argument("run_id")
+    runs_show.add_argument("--content", action="store_true", help="show message, prompt and reply")
+
+    events = sub.add_parser("events", parents=[common], help="inspect system events")
+    events_sub = events.add_subparsers(dest="events_command", metavar="list", required=True)
+    events_list = events_sub.add_parser("list", parents=[common])
+    events_list.add_argument("--agent")
+    events_list.add_argument("--status", choices=["pending", "consumed", "dropped", "all"], default="pending")
+    events_list.add_argument("--limit", type=int, default=50)
+    events_list.add_argument("--json", action="store_true")
+
+    secrets_p = sub.add_parser("secrets", parents=[common], help="resolve every secret input")
+    secrets_sub = secrets_p.add_subparsers(dest="secrets_command", metavar="check", required=True)
+    secrets_sub.add_parser("check", parents=[common])
+
+    token = sub.add_parser("token", parents=[common], help="generate a random token")
+    token_sub = token.add_subparsers(dest="token_command", metavar="generate", required=True)
+    generate = token_sub.add_parser("generate", parents=[common])
+    generate.add_argument("--bytes", type=int, default=32, dest="nbytes")
+    return parser
+
+
+def _duration(value: str) -> int:
+    match = _DURATION.match(value.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"invalid duration {value!r} (use e.g. 30s, 15m, 2h, 7d)")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _load(args: argparse.Namespace) -> Settings:
+    path = locate_config(args.config, os.environ, os.getcwd())
+    return load_settings(path, os.environ, cwd=os.getcwd())
+
+
+def _print_config_errors(exc: ConfigError) -> None:
+    for line in exc.lines:
+        print(f"error: {line}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    obs_logging.configure(args.log_level or "info", args.log_format)
+    handler = _COMMANDS[args.command]
+    try:
+        return handler(args)
+    except ConfigError as exc:
+        _print_config_errors(exc)
+        return EXIT_USAGE
+    except HookgateError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        obs_logging.flush()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from hookgate.server import run_serve
+
+    path = locate_config(args.config, os.environ, os.getcwd())
+    cwd = os.getcwd()
+    settings = load_settings(path, os.environ, cwd=cwd)
+    if path is None:
+        obs_logging.get_logger().warning("config.missing", message="no config file; starting with the empty config {}")
+    return run_serve(settings, lambda: load_settings(path, os.environ, cwd=cwd), bind=args.bind, port=args.port)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    if args.config_command == "check":
+        path = locate_config(args.config, os.environ, os.getcwd())
+        try:
+            settings = load_settings(path, os.environ, cwd=os.getcwd())
+        except ConfigError as exc:
+            _print_config_errors(exc)
+            return EXIT_USAGE
+        for warning in settings.warnings:
+            print(f"warning: {warning}")
+        print(f"config OK: {settings.config_path or '(no file: empty config)'}")
+        print(summary_line(settings))
+        return EXIT_OK
+    settings = _load(args)
+    shown = dict(redacted_effective(settings))
+    shown["configHash"] = settings.config_hash
+    print(json.dumps(shown, indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def cmd_secrets(args: argparse.Namespace) -> int:
+    settings = _load(args)
+    failed = False
+    for item in settings.secret_inputs:
+        if item.value is not None:
+            print(f"OK {item.key_path} {item.source}")
+        else:
+            failed = True
+            print(f"ERROR {item.key_path} {item.source} {item.error}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    if not 16 <= args.nbytes <= 64:
+        print("error: --bytes must be between 16 and 64", file=sys.stderr)
+        return EXIT_USAGE
+    print(base64.urlsafe_b64encode(secrets.token_bytes(args.nbytes)).rstrip(b"=").decode())
+    return EXIT_OK
+
+
+def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[int]]) -> int:
+    from hookgate.store import open_store
+
+    async def go() -> int:
+        store = open_store(settings.storage)
+        await store.open("cli")
+        try:
+            return await fn(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def _iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def _record(obj: Any) -> dict[str, Any]:
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else dict(obj)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def _content_digest(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    data = text.encode("utf-8")
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()[:16]}
+
+
+def run_view(run: Any, content: bool) -> dict[str, Any]:
+    """A run record for `runs show`: message, prompt and reply digested unless ``content``."""
+    raw = _record(run)
+    view = {_camel(k): v for k, v in raw.items()}
+    inputs = dict(view.get("inputs") or {})
+    for holder, key in ((inputs, "message"), (view, "prompt"), (view, "reply")):
+        if key in holder and holder[key] is not None and not content:
+            holder[key] = _content_digest(holder[key])
+    if "inputs" in view:
+        view["inputs"] = inputs
+    return view
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    settings = _load(args)
+
+    async def go(store: Any) -> int:
+        if args.runs_command == "show":
+            run = await store.get_run(args.run_id)
+            if run is None:
+                print(f"run {args.run_id} not found", file=sys.stderr)
+                return EXIT_FAILED
+            print(json.dumps(run_view(run, args.content), indent=2, ensure_ascii=False))
+            return EXIT_OK
+        since = None if args.since is None else int(time.time() * 1000) - args.since * 1000
+        runs = await store.list_runs(agent_id=args.agent, kind=args.kind, statuses=tuple(args.status),
+                                     since_ms=since, limit=args.limit)
+        if args.json:
+            print(json.dumps([run_view(r, False) for r in runs], indent=2, ensure_ascii=False))
+            return EXIT_OK
+        rows = []
+        for r in runs:
+            duration = "-"
+            if r.started_at is not None and r.ended_at is not None:
+                duration = f"{(r.ended_at - r.started_at) / 1000:.1f}s"
+            rows.append([r.run_id, r.kind, r.agent_id, r.status, str(r.attempt), _iso(r.created_at), duration,
+                         obs_logging.clean_text(r.name or "", 60)])
+        print(_table(["RUN ID", "KIND", "AGENT", "STATUS", "ATTEMPT", "CREATED", "DURATION", "NAME"], rows))
+        return EXIT_OK
+
+    return _with_store(settings, go)
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    settings = _load(args)
+
+    async def go(store: Any) -> int:
+        events = await store.list_events(agent_id=args.agent, status=args.status, limit=args.limit)
+        if args.json:
+            print(json.dumps([{_camel(k): v for k, v in _record(e).items()} for e in events], indent=2,
+                             ensure_ascii=False))
+            return EXIT_OK
+        rows = [
+            [str(e.seq), e.session_key, e.status, _iso(e.created_at), (e.text.splitlines() or [""])[0][:80]]
+            for e in events
+        ]
+        print(_table(["SEQ", "SESSION", "STATUS", "CREATED", "TEXT"], rows))
+        return EXIT_OK
+
+    return _with_store(settings, go)
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": cmd_serve,
+    "config": cmd_config,
+    "runs": cmd_runs,
+    "events": cmd_events,
+    "secrets": cmd_secrets,
+    "token": cmd_token,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

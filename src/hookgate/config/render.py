@@ -1,0 +1,81 @@
+"""Secret-free views of the effective config: ``config show``, the config hash, the summary line.
+
+Which values are secrets is read from the schema (``Secret`` nodes), never guessed from key names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from hookgate.config.schema import CONFIG
+from hookgate.config.settings import Settings
+from hookgate.config.validate import Arr, Map, Node, Obj, OneOf, Secret, Tagged
+
+REDACTED = "[redacted]"
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
+_KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def mask_url_password(value: str) -> str:
+    """``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``; also ``password=… `` in a DSN."""
+    return _KV_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***\3", value))
+
+
+def _redact(node: Node, value: Any) -> Any:
+    if isinstance(node, Secret):
+        if isinstance(value, str):
+            return mask_url_password(value) if node.url else REDACTED
+        return value
+    if isinstance(node, Obj) and isinstance(value, dict):
+        return {k: _redact(node.fields[k].node, v) if k in node.fields else v for k, v in value.items()}
+    if isinstance(node, Map) and isinstance(value, dict):
+        return {k: _redact(node.value, v) for k, v in value.items()}
+    if isinstance(node, Arr) and isinstance(value, list):
+        return [_redact(node.item, v) for v in value]
+    if isinstance(node, Tagged) and isinstance(value, dict):
+        variant = node.variants.get(str(value.get(node.tag)))
+        return _redact(variant, value) if variant is not None else value
+    if isinstance(node, OneOf):
+        return _redact(node.obj if isinstance(value, dict) else node.string, value)
+    return value
+
+
+def redact_tree(effective: dict[str, Any]) -> dict[str, Any]:
+    """The effective config with secret strings redacted and URL passwords masked."""
+    out = _redact(CONFIG, effective)
+    assert isinstance(out, dict)
+    return out
+
+
+def config_hash(effective: dict[str, Any]) -> str:
+    """First 16 hex of SHA-256 over the canonical JSON of the secret-free effective config."""
+    canonical = json.dumps(redact_tree(effective), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def redacted_effective(settings: Settings) -> dict[str, Any]:
+    """What ``hookgate config show`` prints (operations.md §1.3)."""
+    return redact_tree(settings.effective)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def summary_line(settings: Settings) -> str:
+    """``hooks: enabled, 1 mapping, 1 preset; routes: 2 active, 0 skipped; agents: 2; …``."""
+    hooks = settings.hooks
+    explicit = sum(1 for m in hooks.mappings if m.from_preset is None)
+    state = "enabled" if hooks.enabled else "disabled"
+    routes = settings.webhooks.routes
+    skipped = sum(1 for r in routes if r.skipped_reason is not None)
+    return (
+        f"hooks: {state}, {_count(explicit, 'mapping')}, {_count(len(hooks.presets), 'preset')}; "
+        f"routes: {len(routes) - skipped} active, {skipped} skipped; "
+        f"agents: {len(settings.agents.agents)}; "
+        f"channels: {len(settings.enabled_channel_ids())}; "
+        f"store: {settings.storage.backend}"
+    )

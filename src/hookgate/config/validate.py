@@ -1,0 +1,298 @@
+"""A small strict validator for the config tree that reports EVERY error with its full key path.
+
+msgspec stops at the first error; the config contract (README §4) wants all of them, so the schema
+is a tree of these nodes (declared once in ``schema.py``). ``Node.check`` returns the value with
+defaults filled in (the *effective* config) or ``INVALID`` after recording errors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+
+class _Invalid:
+    def __repr__(self) -> str:
+        return "INVALID"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+INVALID: Final = _Invalid()
+MISSING: Final = _Missing()
+
+
+@dataclass
+class Context:
+    """Errors found so far and every secret input seen (key path, raw value)."""
+
+    errors: list[str] = field(default_factory=list)
+    secrets: list[tuple[str, Any]] = field(default_factory=list)
+
+    def error(self, path: str, message: str) -> _Invalid:
+        self.errors.append(f"{path}: {message}")
+        return INVALID
+
+
+def json_type(value: object) -> str:
+    """The JSON type name used in ``expected <type>, got <type>``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _fmt(n: float) -> str:
+    return str(int(n)) if float(n).is_integer() else repr(float(n))
+
+
+class Node:
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        raise NotImplementedError
+
+
+class Str(Node):
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if not isinstance(value, str):
+            return ctx.error(path, f"expected string, got {json_type(value)}")
+        return value
+
+
+class Bool(Node):
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if not isinstance(value, bool):
+            return ctx.error(path, f"expected boolean, got {json_type(value)}")
+        return value
+
+
+class AnyValue(Node):
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        return value
+
+
+@dataclass
+class Num(Node):
+    """A number (``integer=True``: an integer) within ``lo``…``hi``; ``gt``: strictly above."""
+
+    lo: float | None = None
+    hi: float | None = None
+    integer: bool = False
+    gt: float | None = None
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            kind = "integer" if self.integer else "number"
+            return ctx.error(path, f"expected {kind}, got {json_type(value)}")
+        if self.integer and not isinstance(value, int):
+            return ctx.error(path, f"expected integer, got {json_type(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            return ctx.error(path, "expected a finite number")
+        if self.gt is not None and not value > self.gt:
+            return ctx.error(path, f"must be greater than {_fmt(self.gt)}")
+        if self.lo is not None and self.hi is not None and not self.lo <= value <= self.hi:
+            return ctx.error(path, f"must be between {_fmt(self.lo)} and {_fmt(self.hi)}")
+        if self.lo is not None and self.hi is None and value < self.lo:
+            return ctx.error(path, f"must be at least {_fmt(self.lo)}")
+        return value
+
+
+def Int(lo: float | None = None, hi: float | None = None) -> Num:  # noqa: N802 - reads like a type
+    return Num(lo, hi, integer=True)
+
+
+@dataclass
+class Enum(Node):
+    values: tuple[str, ...]
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if not isinstance(value, str):
+            return ctx.error(path, f"expected string, got {json_type(value)}")
+        if value not in self.values:
+            options = ", ".join(f'"{v}"' for v in self.values)
+            return ctx.error(path, f'expected one of {options}, got "{value}"')
+        return value
+
+
+@dataclass
+class Arr(Node):
+    item: Node
+    min_items: int = 0
+    max_items: int | None = None
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if not isinstance(value, list):
+            return ctx.error(path, f"expected array, got {json_type(value)}")
+        out = [self.item.check(v, f"{path}[{i}]", ctx) for i, v in enumerate(value)]
+        if len(value) < self.min_items or (self.max_items is not None and len(value) > self.max_items):
+            hi = "" if self.max_items is None else f" to {self.max_items}"
+            return ctx.error(path, f"must have {self.min_items}{hi} entries")
+        return INVALID if any(v is INVALID for v in out) else out
+
+
+@dataclass
+class Map(Node):
+    """An object with free keys; ``key_check(key, path, ctx)`` may reject a key (returns False)."""
+
+    value: Node
+    key_check: Callable[[str, str, Context], bool] | None = None
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if not isinstance(value, dict):
+            return ctx.error(path, f"expected object, got {json_type(value)}")
+        out: dict[str, Any] = {}
+        ok = True
+        for key, item in value.items():
+            sub = join(path, key)
+            if self.key_check is not None and not self.key_check(key, sub, ctx):
+                ok = False
+                continue
+            out[key] = self.value.check(item, sub, ctx)
+            ok = ok and out[key] is not INVALID
+        return out if ok else INVALID
+
+
+@dataclass
+class Field:
+    """One key of an ``Obj``: its node, its default and whether an absent object is filled in."""
+
+    node: Node
+    default: Any = MISSING
+    fill: bool = False  # absent object → validate ``{}`` so nested defaults appear
+    required: bool = False
+
+
+@dataclass
+class Obj(Node):
+    """A strict object: unknown keys are errors, defaults are filled in."""
+
+    fields: Mapping[str, Field]
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if not isinstance(value, dict):
+            return ctx.error(path, f"expected object, got {json_type(value)}")
+        out: dict[str, Any] = {}
+        ok = True
+        for key, item in value.items():
+            spec = self.fields.get(key)
+            if spec is None:
+                ctx.error(join(path, key), "unknown key")
+                ok = False
+                continue
+            out[key] = spec.node.check(item, join(path, key), ctx)
+            ok = ok and out[key] is not INVALID
+        for key, spec in self.fields.items():
+            if key in out:
+                continue
+            if spec.required:
+                ctx.error(join(path, key), "required")
+                ok = False
+            elif spec.fill:
+                out[key] = spec.node.check({}, join(path, key), ctx)
+            elif spec.default is not MISSING:
+                out[key] = _copy(spec.default)
+        return out if ok else INVALID
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+@dataclass
+class Tagged(Node):
+    """An object whose ``tag`` key selects the strict schema (runtimes, secret providers)."""
+
+    tag: str
+    variants: Mapping[str, Obj]
+    default_tag: str | None = None
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if not isinstance(value, dict):
+            return ctx.error(path, f"expected object, got {json_type(value)}")
+        tag = value.get(self.tag, self.default_tag)
+        if tag is None:
+            return ctx.error(join(path, self.tag), "required")
+        checked = Enum(tuple(self.variants)).check(tag, join(path, self.tag), ctx)
+        if checked is INVALID:
+            return INVALID
+        out = self.variants[tag].check(value, path, ctx)
+        if out is not INVALID:
+            out[self.tag] = tag
+        return out
+
+
+@dataclass
+class OneOf(Node):
+    """A string or an object (``model``): chosen by the JSON type."""
+
+    string: Node
+    obj: Node
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if isinstance(value, str):
+            return self.string.check(value, path, ctx)
+        if isinstance(value, dict):
+            return self.obj.check(value, path, ctx)
+        return ctx.error(path, f"expected string or object, got {json_type(value)}")
+
+
+SECRET_REF = Obj(
+    {
+        "source": Field(Enum(("env", "file", "exec"))),
+        "provider": Field(Str()),
+        "id": Field(Str()),
+    }
+)
+
+
+@dataclass
+class Secret(Node):
+    """A secret input: a string, or a strict SecretRef ``{source, provider?, id}`` (webhooks.md §1.3).
+
+    ``url=True`` marks a connection URL whose password only is masked in ``config show``.
+    """
+
+    url: bool = False
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if isinstance(value, str):
+            ctx.secrets.append((path, value))
+            return value
+        if not isinstance(value, dict):
+            return ctx.error(path, f"expected string or SecretRef object, got {json_type(value)}")
+        out = SECRET_REF.check(value, path, ctx)
+        if out is INVALID:
+            return INVALID
+        missing = [k for k in ("source", "id") if k not in out]
+        for key in missing:
+            ctx.error(join(path, key), "required")
+        if missing:
+            return INVALID
+        ctx.secrets.append((path, out))
+        return out

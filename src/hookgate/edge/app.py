@@ -1,0 +1,160 @@
+"""The ASGI application: dispatch of README §6 (health/metrics → hooks → routes → 404).
+
+A plain ASGI callable in Starlette's contract (``starlette.types``): the hot path has no router,
+no Request object and no middleware stack, only the steps the spec names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from hookgate.clock import Clock, SystemClock
+from hookgate.config.settings import Settings
+from hookgate.edge.clientip import client_ip, normalize_peer
+from hookgate.edge.hooks_surface import HooksSurface
+from hookgate.edge.http import Answer, Responder, error_b, first_headers, json_answer, remove_dot_segments, request_id
+from hookgate.edge.request import Request, bearer_token, secrets_equal
+from hookgate.edge.throttle import AuthThrottle
+from hookgate.obs import metrics as metrics_mod
+from hookgate.obs.logging import get_logger
+from hookgate.store.base import Store
+
+HEALTH_PATHS = {"/healthz": "live", "/health": "live", "/readyz": "ready", "/ready": "ready", "/metrics": "metrics"}
+READY_STORE_TIMEOUT = 1.0
+_ALLOW_GET_HEAD = [(b"allow", b"GET, HEAD")]
+
+
+class Gateway:
+    """Everything a request needs, swapped atomically on reload (``apply_settings``)."""
+
+    def __init__(self, settings: Settings, store: Store, *, metrics: metrics_mod.Metrics, clock: Clock | None = None) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.clock = clock or SystemClock()
+        self.log = get_logger()
+        self.started = time.monotonic()
+        self.shutting_down = False
+        self.hooks = HooksSurface(self)
+        self.route_surface: Any = None  # Surface A plugs in here (webhooks)
+        self.apply_settings(settings)
+
+    def apply_settings(self, settings: Settings) -> None:
+        self.settings = settings
+        token = settings.hooks.token
+        self.hooks_token = token.encode("utf-8") if token else b""
+        gw_token = settings.gateway.auth_token
+        self.metrics_token = gw_token.encode("utf-8") if gw_token else b""
+        old = getattr(self, "throttle", None)
+        if old is None or old.settings != settings.hooks.auth_throttle:
+            self.throttle = AuthThrottle(settings.hooks.auth_throttle, self.clock)
+        self.responder = Responder(settings.gateway.strict_transport_security)
+        self.hooks_enabled = settings.hooks.enabled
+        self.base_path = settings.hooks.base_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        start = time.perf_counter()
+        headers = first_headers(scope)
+        rid = request_id(headers.get(b"x-request-id"))
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        path = remove_dot_segments(raw_path.decode("latin-1"))
+        client = scope.get("client")
+        peer = normalize_peer(client[0] if client else None)
+        gateway = self.settings.gateway
+        if gateway.trusted_proxies:
+            xff = headers.get(b"x-forwarded-for")
+            real = headers.get(b"x-real-ip")
+            ip = client_ip(peer, xff.decode("latin-1") if xff else None, real.decode("latin-1") if real else None,
+                           gateway.trusted_proxies, gateway.allow_real_ip_fallback)
+        else:
+            ip = peer
+        req = Request(scope, receive, scope["method"], path, scope.get("query_string", b""), headers, peer, ip, rid)
+        surface = "other"
+        try:
+            kind = HEALTH_PATHS.get(path)
+            if kind is not None:
+                surface = "health"
+                req.log["route"] = path.lstrip("/")
+                answer = await self._health(req, kind)
+            elif self.hooks_enabled and (path == self.base_path or path.startswith(self.base_path + "/")):
+                surface = "hooks"
+                answer = await self.hooks.handle(req, path[len(self.base_path):].lstrip("/"))
+            elif self.route_surface is not None and (routed := await self.route_surface.handle(req)) is not False:
+                surface = "webhooks"
+                answer = routed
+            else:
+                answer = error_b(404, "Not Found")
+        except Exception:
+            self.log.exception("http.unhandled", request_id=rid)
+            answer = (
+                json_answer(500, {"ok": False, "code": "internal_error", "error": "internal error"})
+                if surface == "webhooks"
+                else error_b(500, "Internal Server Error")
+            )
+        if answer is None:
+            return
+        if self.shutting_down:
+            answer.close = True
+        try:
+            await self.responder.send(send, answer, rid, req.method == "HEAD")
+        except OSError:
+            return
+        self._account(req, surface, answer, start)
+
+    def _account(self, req: Request, surface: str, answer: Answer, start: float) -> None:
+        elapsed = time.perf_counter() - start
+        route = str(req.log.get("route", "-"))
+        m = self.metrics
+        m.requests.labels(surface, route, str(answer.status)).inc()
+        m.ingest_latency.labels(surface, route).observe(elapsed)
+        ua = req.headers.get(b"user-agent")
+        self.log.info(
+            "http.request",
+            request_id=req.request_id,
+            surface=surface,
+            route=route,
+            client_ip=req.client_ip,
+            method=req.method,
+            path=req.path[:500],
+            status=answer.status,
+            duration_ms=round(elapsed * 1000, 3),
+            user_agent=ua.decode("latin-1")[:200] if ua else None,
+            **{k: v for k, v in req.log.items() if k != "route"},
+        )
+
+    async def _health(self, req: Request, kind: str) -> Answer:
+        if req.method not in ("GET", "HEAD"):
+            return error_b(405, "Method Not Allowed", headers=list(_ALLOW_GET_HEAD))
+        if kind == "live":
+            return json_answer(200, {"ok": True, "status": "live"})
+        if kind == "ready":
+            return await self._ready()
+        if self.settings.gateway.auth_mode == "token":
+            token = bearer_token(req.header(b"authorization"))
+            if not secrets_equal(token, self.metrics_token):
+                self.metrics.auth_failures.labels("health", "metrics").inc()
+                return error_b(401, "Unauthorized")
+        return Answer(200, self.metrics.render(), content_type=metrics_mod.CONTENT_TYPE.encode())
+
+    async def _ready(self) -> Answer:
+        failing: list[str] = []
+        try:
+            ok = await asyncio.wait_for(self.store.ping(READY_STORE_TIMEOUT), READY_STORE_TIMEOUT)
+        except Exception:
+            ok = False
+        if not ok:
+            failing.append("store")
+        if self.shutting_down:
+            failing.append("shutdown")
+        body = {
+            "ready": not failing,
+            "failing": failing,
+            "uptimeMs": int((time.monotonic() - self.started) * 1000),
+            "configHash": self.settings.config_hash,
+        }
+        return json_answer(200 if not failing else 503, body)

@@ -1,0 +1,168 @@
+"""Surface B at the edge: the request pipeline of hooks.md §2, step by step, in spec order."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl
+
+from hookgate.errors import HookgateError, RequestError, StoreUnavailable
+from hookgate.edge.http import Answer, BodyTimeout, BodyTooLarge, ClientGone, error_b, json_answer, read_body
+from hookgate.edge.request import Request, bearer_token, header_token, secrets_equal
+from hookgate.hooks import actions
+from hookgate.hooks.dispatch import dispatch_agent, dispatch_wake, prepare_agent
+from hookgate.hooks.payload import Payload, decode_hook_body, fields
+
+if TYPE_CHECKING:
+    from hookgate.edge.app import Gateway
+
+QUERY_TOKEN_ERROR = (
+    "Hook token must be provided via Authorization: Bearer <token> or X-Hookgate-Token header "
+    "(query parameters are not allowed)."
+)
+_THROTTLE_LOG_INTERVAL = 10.0
+
+MappedHandler = Callable[[Request, str, Payload, bytes], Awaitable[Answer]]
+
+
+def _has_query_token(query: bytes) -> bool:
+    if b"token" not in query:
+        return False
+    return any(k == "token" for k, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+
+
+class HooksSurface:
+    """``POST <basePath>/…``: guard, authenticate, read, decode, route, dispatch."""
+
+    def __init__(self, gw: Gateway) -> None:
+        self.gw = gw
+        self._throttle_logged: dict[str, tuple[float, int]] = {}
+        # Mapped hooks (hooks.md §6) plug in here; without mappings an unknown subPath is 404.
+        self.mapped: MappedHandler | None = None
+
+    def route_label(self, sub_path: str) -> str:
+        return sub_path if sub_path in ("wake", "agent") else "unmatched"
+
+    async def handle(self, req: Request, sub_path: str) -> Answer | None:
+        gw = self.gw
+        hooks = gw.settings.hooks
+        req.log["route"] = self.route_label(sub_path)
+        if _has_query_token(req.query):
+            return error_b(400, QUERY_TOKEN_ERROR, reason="query_token")
+        if req.method != "POST":
+            return error_b(405, "Method Not Allowed", headers=[(b"allow", b"POST")])
+        rejected = self._authenticate(req)
+        if rejected is not None:
+            return rejected
+        if not sub_path:
+            return error_b(404, "Not Found")
+        try:
+            body = await read_body(req.headers, req.receive, hooks.max_body_bytes, hooks.body_timeout_seconds)
+        except BodyTooLarge:
+            gw.metrics.body_rejections.labels("hooks", "too_large").inc()
+            return error_b(413, "payload too large", close=True, reason="too_large")
+        except BodyTimeout:
+            gw.metrics.body_rejections.labels("hooks", "timeout").inc()
+            return error_b(408, "request body timeout", close=True, reason="timeout")
+        except ClientGone:
+            gw.log.info("hook.body_aborted", request_id=req.request_id, client_ip=req.client_ip)
+            return None
+        req.log["body_bytes"] = len(body)
+        req.log["body_sha256"] = hashlib.sha256(body).hexdigest()[:16]
+        try:
+            payload = decode_hook_body(body)
+        except RequestError as exc:
+            gw.metrics.body_rejections.labels("hooks", "invalid_json").inc()
+            return error_b(400, exc.message, reason="invalid_json")
+        try:
+            if sub_path == "wake":
+                return await self._wake(req, payload)
+            if sub_path == "agent":
+                return await self._agent(req, payload)
+            if self.mapped is not None:
+                return await self.mapped(req, sub_path, payload, body)
+            return error_b(404, "Not Found")
+        except StoreUnavailable:
+            gw.metrics.store_errors.labels(gw.settings.storage.backend).inc()
+            return error_b(503, "Service Unavailable", headers=[(b"retry-after", b"1")], reason="store")
+        except RequestError as exc:
+            gw.log.info("hook.rejected", request_id=req.request_id, route=req.log["route"], reason=exc.message)
+            return error_b(exc.status, exc.message, reason="invalid_request")
+        except HookgateError as exc:
+            return error_b(exc.status, exc.message)
+
+    def _authenticate(self, req: Request) -> Answer | None:
+        """Token extraction and the timing-safe check with the auth-failure throttle (§2 steps 4–5)."""
+        gw = self.gw
+        compat = gw.settings.gateway.accept_openclaw_headers
+        token = bearer_token(req.header(b"authorization")) or header_token(
+            req, b"x-hookgate-token", b"x-openclaw-token" if compat else None
+        )
+        client = req.client_ip
+        if secrets_equal(token, gw.hooks_token):
+            gw.throttle.record_success(client)
+            return None
+        locked = gw.throttle.locked_for(client)
+        if locked:
+            gw.metrics.rate_limited.labels("hooks", "auth_lockout").inc()
+            self._log_throttled(req)
+            return error_b(429, "Too Many Requests", headers=[(b"retry-after", str(locked).encode())],
+                           reason="auth_lockout")
+        started = gw.throttle.record_failure(client)
+        gw.metrics.auth_failures.labels("hooks", req.log["route"]).inc()
+        gw.log.warning("hook.auth_failed", request_id=req.request_id, client_ip=client,
+                       lockout_started=started)
+        return error_b(401, "Unauthorized", reason="unauthorized")
+
+    def _log_throttled(self, req: Request) -> None:
+        now = time.monotonic()
+        last, suppressed = self._throttle_logged.get(req.client_ip, (0.0, 0))
+        if now - last >= _THROTTLE_LOG_INTERVAL:
+            if len(self._throttle_logged) > 4096:
+                self._throttle_logged.clear()
+            self._throttle_logged[req.client_ip] = (now, 0)
+            self.gw.log.warning("hook.auth_throttled", client_ip=req.client_ip, suppressed=suppressed)
+        else:
+            self._throttle_logged[req.client_ip] = (last, suppressed + 1)
+
+    async def _wake(self, req: Request, payload: Payload) -> Answer:
+        gw = self.gw
+        action = actions.parse_wake(fields(payload))
+        outcome = await dispatch_wake(action, gw.settings, gw.store, gw.clock)
+        gw.metrics.system_events.labels(outcome.outcome).inc()
+        if outcome.dropped:
+            gw.metrics.system_events.labels("dropped").inc(outcome.dropped)
+        gw.log.info("hook.accepted", request_id=req.request_id, route="wake", mode=outcome.mode,
+                    outcome=outcome.outcome)
+        return json_answer(200, {"ok": True, "mode": outcome.mode, "eventOutcome": outcome.outcome})
+
+    async def _agent(self, req: Request, payload: Payload) -> Answer:
+        gw = self.gw
+        body = fields(payload)
+        action = actions.parse_agent(body, gw.settings.enabled_channel_ids())
+        prepared = prepare_agent(action, gw.settings)
+        key = actions.idempotency_key(self.idempotency_headers(req), body)
+        outcome = await dispatch_agent(prepared, path="agent", idempotency_key=key, settings=gw.settings,
+                                       store=gw.store, clock=gw.clock)
+        return self.agent_answer(req, outcome.run_id, outcome.replayed, outcome.agent_id)
+
+    def idempotency_headers(self, req: Request) -> tuple[str | None, ...]:
+        compat = self.gw.settings.gateway.accept_openclaw_headers
+        return (
+            req.header(b"idempotency-key"),
+            req.header(b"x-hookgate-idempotency-key"),
+            req.header(b"x-openclaw-idempotency-key") if compat else None,
+        )
+
+    def agent_answer(self, req: Request, run_id: str, replayed: bool, agent_id: str) -> Answer:
+        gw = self.gw
+        if replayed:
+            gw.metrics.idempotent_replays.labels("hooks").inc()
+            gw.log.info("hook.idempotent_replay", request_id=req.request_id, route=req.log["route"],
+                        run_id=run_id)
+        else:
+            gw.log.info("hook.accepted", request_id=req.request_id, route=req.log["route"], run_id=run_id,
+                        agent_id=agent_id)
+        return json_answer(200, {"ok": True, "runId": run_id})

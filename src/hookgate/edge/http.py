@@ -1,0 +1,155 @@
+"""Answers and the ASGI plumbing every surface shares: headers, request ids, body reading (README §5, §8)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from starlette.types import Receive, Scope, Send
+
+JSON_TYPE = b"application/json; charset=utf-8"
+_encode = msgspec.json.Encoder().encode
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+Headers = list[tuple[bytes, bytes]]
+
+
+@dataclass(slots=True)
+class Answer:
+    """A response a handler decided on; the app writes it, logs it and counts it."""
+
+    status: int
+    body: bytes | None  # None: no body and no Content-Type (204, and headers-only answers)
+    headers: Headers = field(default_factory=list)
+    close: bool = False
+    content_type: bytes = JSON_TYPE
+    reason: str | None = None  # a short machine reason for logs and metrics (never user content)
+
+
+def json_answer(status: int, payload: Any, *, headers: Headers | None = None, close: bool = False,
+                reason: str | None = None) -> Answer:
+    return Answer(status, _encode(payload), headers or [], close, reason=reason)
+
+
+def error_b(status: int, text: str, **kw: Any) -> Answer:
+    """A Surface B error body ``{"ok":false,"error":…}``."""
+    return json_answer(status, {"ok": False, "error": text}, **kw)
+
+
+def request_id(given: bytes | None) -> str:
+    """Echo a well-formed ``X-Request-Id``, else make a new one."""
+    if given is not None:
+        text = given.decode("latin-1")
+        if _REQUEST_ID.fullmatch(text):
+            return text
+    return os.urandom(12).hex()
+
+
+def first_headers(scope: Scope) -> dict[bytes, bytes]:
+    """Header name (lower-case bytes) → its first occurrence."""
+    out: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        if name not in out:
+            out[name] = value
+    return out
+
+
+def remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4 on the raw path (percent-escapes are kept)."""
+    if "/." not in path and not path.startswith("."):
+        return path
+    output: list[str] = []
+    segments = path.split("/")
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == ".":
+            if last:
+                output.append("")
+            continue
+        if seg == "..":
+            if len(output) > 1:
+                output.pop()
+            if last:
+                output.append("")
+            continue
+        output.append(seg)
+    result = "/".join(output)
+    if path.startswith("/") and not result.startswith("/"):
+        result = "/" + result
+    return result
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BodyTimeout(Exception):
+    pass
+
+
+class ClientGone(Exception):
+    pass
+
+
+async def read_body(headers: dict[bytes, bytes], receive: Receive, limit: int, timeout: float) -> bytes:
+    """Read the whole body within ``limit`` bytes and ``timeout`` seconds from the first read."""
+    length = headers.get(b"content-length")
+    if length is not None:
+        try:
+            declared = int(length)
+        except ValueError:
+            declared = -1
+        if declared > limit:
+            raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone
+                chunk = message.get("body", b"")
+                if chunk:
+                    size += len(chunk)
+                    if size > limit:
+                        raise BodyTooLarge
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        raise BodyTimeout from None
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class Responder:
+    """Writes answers with the common headers of README §5."""
+
+    def __init__(self, hsts: str | None) -> None:
+        common: Headers = [
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"no-referrer"),
+            (b"cache-control", b"no-store"),
+        ]
+        if hsts:
+            common.append((b"strict-transport-security", hsts.encode("latin-1")))
+        self.common = common
+
+    async def send(self, send: Send, answer: Answer, rid: str, head: bool) -> None:
+        headers = list(self.common)
+        headers.append((b"x-request-id", rid.encode("latin-1")))
+        body = answer.body
+        if body is not None:
+            headers.append((b"content-type", answer.content_type))
+            headers.append((b"content-length", str(len(body)).encode()))
+        elif answer.status != 204:
+            headers.append((b"content-length", b"0"))
+        headers.extend(answer.headers)
+        if answer.close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if (head or body is None) else body})

@@ -1,0 +1,129 @@
+"""Structured logging (operations.md §2): structlog, one JSON object per line on stderr.
+
+Lines are buffered and flushed every 100 ms by the server (and at once for warnings and errors, and
+outside a running server), so the access line of every request costs no extra system call.
+Never pass a token, a secret, a body, a payload field, or a message text to a logger.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from typing import IO, Any
+
+import msgspec
+import structlog
+
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\s]+")
+_encode = msgspec.json.Encoder().encode
+
+INSTANCE_ID = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(2).hex()}"
+
+
+def clean_text(value: str, limit: int = 500) -> str:
+    """A free-text value made safe for a log line: control characters → space, collapsed, cut."""
+    return _CONTROL.sub(" ", value).strip()[:limit]
+
+
+class _Sink:
+    """A buffered byte sink shared by every logger; flushed by ``flush()``."""
+
+    def __init__(self) -> None:
+        self.stream: IO[bytes] = io.BufferedWriter(io.FileIO(os.dup(2), "w"), buffer_size=1 << 16)
+        self.autoflush = True
+        self.lock = threading.Lock()
+
+    def write(self, line: bytes, urgent: bool) -> None:
+        with self.lock:
+            self.stream.write(line)
+            if urgent or self.autoflush:
+                self.stream.flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
+
+
+_sink = _Sink()
+
+
+class _LineLogger:
+    def __init__(self, sink: _Sink) -> None:
+        self._sink = sink
+
+    def msg(self, message: bytes, urgent: bool = False) -> None:
+        self._sink.write(message, urgent)
+
+    info = debug = msg
+
+    def warning(self, message: bytes) -> None:
+        self._sink.write(message, True)
+
+    error = critical = exception = warning
+
+
+def _timestamp(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    now = time.time()
+    ms = int(now * 1000) % 1000
+    event["ts"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{ms:03d}Z"
+    return event
+
+
+def _level(_: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    event["level"] = "warning" if method == "warn" else method
+    event["instance"] = INSTANCE_ID
+    return event
+
+
+def _json(_: Any, __: str, event: dict[str, Any]) -> bytes:
+    return _encode(event) + b"\n"
+
+
+def _console(_: Any, __: str, event: dict[str, Any]) -> bytes:
+    head = f"{event.pop('ts', '')} {event.pop('level', ''):7} {event.pop('event', '')}"
+    event.pop("instance", None)
+    rest = " ".join(f"{k}={v}" for k, v in event.items())
+    return f"{head} {rest}\n".encode()
+
+
+def configure(level: str = "info", fmt: str | None = None, stream: IO[bytes] | None = None) -> None:
+    """Configure structlog once per process. ``fmt`` None: console on a terminal, else JSON."""
+    if fmt is None:
+        fmt = "console" if sys.stderr.isatty() else "json"
+    if stream is not None:
+        _sink.stream = stream
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            _timestamp,
+            _level,
+            _console if fmt == "console" else _json,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),
+        logger_factory=lambda *_: _LineLogger(_sink),
+        cache_logger_on_first_use=True,
+    )
+
+
+def set_buffered(buffered: bool) -> None:
+    """While a server runs, lines are flushed by its ticker rather than one write per line."""
+    _sink.autoflush = not buffered
+    if not buffered:
+        _sink.flush()
+
+
+def flush() -> None:
+    _sink.flush()
+
+
+def get_logger(**context: Any) -> Any:
+    return structlog.get_logger().bind(**context)

@@ -1,0 +1,108 @@
+"""Prometheus metrics of operations.md §3, on one private registry (no global state between tests)."""
+
+from __future__ import annotations
+
+import platform
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from hookgate import __version__
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_RUN_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800)
+
+
+class Metrics:
+    """Every hookgate metric. One instance per process, created by the server."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        self.requests = Counter(
+            "hookgate_requests_total", "Responses by HTTP status", ["surface", "route", "status"], registry=r
+        )
+        self.ingest_latency = Histogram(
+            "hookgate_ingest_latency_seconds",
+            "Request start to response written",
+            ["surface", "route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.auth_failures = Counter(
+            "hookgate_auth_failures_total", "401 responses", ["surface", "route"], registry=r
+        )
+        self.rate_limited = Counter(
+            "hookgate_rate_limited_total", "429 responses", ["surface", "reason"], registry=r
+        )
+        self.body_rejections = Counter(
+            "hookgate_body_rejections_total", "Body and schema rejections", ["surface", "reason"], registry=r
+        )
+        self.idempotent_replays = Counter(
+            "hookgate_idempotent_replays_total", "Replayed responses", ["surface"], registry=r
+        )
+        self.flow_actions = Counter(
+            "hookgate_flow_actions_total", "TaskFlow action outcomes", ["action", "code"], registry=r
+        )
+        self.system_events = Counter(
+            "hookgate_system_events_total", "System event queue activity", ["outcome"], registry=r
+        )
+        self.queue_backlog = Gauge(
+            "hookgate_queue_backlog", "Due jobs not yet claimed", ["queue"], registry=r
+        )
+        self.runs = Counter("hookgate_runs_total", "Finished runs", ["kind", "status"], registry=r)
+        self.run_duration = Histogram(
+            "hookgate_run_duration_seconds", "Run start to end", ["kind", "runtime"],
+            buckets=_RUN_BUCKETS, registry=r,
+        )
+        self.heartbeats = Counter("hookgate_heartbeats_total", "Heartbeat turns", ["outcome"], registry=r)
+        self.deliveries = Counter(
+            "hookgate_deliveries_total", "Delivery attempts and outcomes", ["channel", "status"], registry=r
+        )
+        self.delivery_latency = Histogram(
+            "hookgate_delivery_latency_seconds", "Delivery created to delivered", ["channel"],
+            buckets=_RUN_BUCKETS, registry=r,
+        )
+        self.transform_duration = Histogram(
+            "hookgate_transform_duration_seconds", "Transform calls", ["mapping"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.store_commit = Histogram(
+            "hookgate_store_commit_seconds", "Commit latency (SQLite: per group commit)", ["backend"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.store_group_size = Histogram(
+            "hookgate_store_group_size", "Operations per SQLite group commit",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=r,
+        )
+        self.store_errors = Counter(
+            "hookgate_store_errors_total", "Failed store operations", ["backend"], registry=r
+        )
+        self.config_reloads = Counter(
+            "hookgate_config_reloads_total", "Config reloads", ["result"], registry=r
+        )
+        self.secret_resolution_failures = Counter(
+            "hookgate_secret_resolution_failures_total", "Unresolved secret inputs", ["source"], registry=r
+        )
+        self.build_info = Gauge(
+            "hookgate_build_info", "Build information", ["version", "python"], registry=r
+        )
+        self.build_info.labels(version=__version__, python=platform.python_version()).set(1)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+_NULL: Metrics | None = None
+
+
+def null_metrics() -> Metrics:
+    """A shared instance for code paths and tests that do not read metrics."""
+    global _NULL
+    if _NULL is None:
+        _NULL = Metrics()
+    return _NULL

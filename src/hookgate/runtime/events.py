@@ -1,0 +1,32 @@
+"""System-event text rules (model.md §4.2): the system-tag sanitiser shared by events and run names."""
+
+from __future__ import annotations
+
+import re
+
+_TAG = re.compile(r"\[\s*(system\s+message|system|assistant|internal)\s*\]", re.IGNORECASE)
+_TAG_REPLACEMENT = {
+    "system message": "(System Message)",
+    "system": "(System)",
+    "assistant": "(Assistant)",
+    "internal": "(Internal)",
+}
+_SYSTEM_LINE = re.compile(r"^([ \t]*)(system):(?=\s|$)", re.IGNORECASE | re.MULTILINE)
+
+MAX_PENDING_EVENTS = 20
+
+
+def _tag(match: re.Match[str]) -> str:
+    word = " ".join(match.group(1).lower().split())
+    return _TAG_REPLACEMENT[word]
+
+
+def sanitize_system_text(text: str) -> str:
+    """Neutralise spoofed system tags and ``System:`` line prefixes (model.md §4.2)."""
+    text = _TAG.sub(_tag, text)
+    return _SYSTEM_LINE.sub(r"\1\2 (untrusted):", text)
+
+
+def prepare_event_text(text: str) -> str:
+    """The text as the queue stores it: sanitised, then trimmed (empty → not stored)."""
+    return sanitize_system_text(text).strip()

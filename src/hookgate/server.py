@@ -1,0 +1,223 @@
+"""``hookgate serve``: open the store, bind, serve, reload on SIGHUP, drain on SIGTERM (operations.md §1.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Generator
+from typing import IO, Any
+
+import uvicorn
+
+from hookgate import __version__
+from hookgate.clock import Clock, SystemClock
+from hookgate.config.settings import Settings
+from hookgate.edge.app import Gateway
+from hookgate.errors import ConfigError, HookgateError
+from hookgate.obs import logging as obs_logging
+from hookgate.obs.metrics import Metrics
+from hookgate.store import open_store
+
+LOG_FLUSH_SECONDS = 0.1
+CONFIG_WATCH_SECONDS = 2.0
+
+
+class _UvicornServer(uvicorn.Server):
+    """Uvicorn without its own signal handling: hookgate installs its handlers on the loop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def ready_lines(settings: Settings, host: str, port: int) -> list[str]:
+    base = f"http://{_url_host(host)}:{port}"
+    lines = [f"hookgate {__version__} listening on {base}"]
+    hooks = settings.hooks
+    if hooks.enabled:
+        bp = hooks.base_path
+        line = f"hooks: POST {base}{bp}/wake, {bp}/agent"
+        names = [m.match_path for m in hooks.mappings if m.match_path]
+        if names:
+            line += f", {bp}/<{'|'.join(dict.fromkeys(names))}>"
+        lines.append(line)
+    else:
+        lines.append("hooks: disabled")
+    for route in settings.webhooks.routes:
+        if route.skipped_reason:
+            lines.append(f"route {route.id}: skipped ({route.skipped_reason})")
+        else:
+            lines.append(f"route {route.id}: POST {base}{route.path}")
+    st = settings.storage
+    if st.backend == "sqlite":
+        lines.append(f"store: sqlite {st.sqlite_path} (durability {st.durability})")
+    else:
+        lines.append("store: postgres")
+    return lines
+
+
+class Service:
+    """One running gateway process: HTTP edge plus its background tasks."""
+
+    def __init__(self, settings: Settings, reload_settings: Callable[[], Settings], *, bind: str | None,
+                 port: int | None, out: IO[str], clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.reload_settings = reload_settings
+        self.host = bind or settings.gateway.bind
+        self.port = settings.gateway.port if port is None else port
+        self.out = out
+        self.clock = clock or SystemClock()
+        self.metrics = Metrics()
+        self.log = obs_logging.get_logger()
+        self._signals = 0
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def run(self) -> int:
+        store = open_store(self.settings.storage, metrics=self.metrics, clock=self.clock)
+        try:
+            await store.open("serve")
+        except HookgateError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            return 1
+        try:
+            return await self._serve(store)
+        finally:
+            await store.close()
+            obs_logging.set_buffered(False)
+
+    async def _serve(self, store: Any) -> int:
+        gw = self.gateway = Gateway(self.settings, store, metrics=self.metrics, clock=self.clock)
+        try:
+            sock = _bind(self.host, self.port)
+        except OSError as exc:
+            print(f"error: cannot listen on {self.host}:{self.port}: {exc.strerror}", file=sys.stderr)
+            return 1
+        config = uvicorn.Config(
+            gw, loop="none", http="httptools", lifespan="off", access_log=False, log_config=None,
+            server_header=False, timeout_graceful_shutdown=max(1, int(self.settings.gateway.drain_timeout_seconds)),
+            timeout_keep_alive=30,
+        )
+        server = self.server = _UvicornServer(config)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_stop_signal)
+        loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload("signal")))
+        obs_logging.set_buffered(True)
+        self._spawn(self._flush_logs())
+        self._spawn(self._sweep())
+        if self.settings.gateway.reload_watch and self.settings.config_path:
+            self._spawn(self._watch_config(self.settings.config_path))
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.005)
+        if server.started:
+            port = sock.getsockname()[1]
+            for line in ready_lines(self.settings, self.host, port):
+                print(line, file=self.out)
+            self.out.flush()
+            self.log.info("config.loaded", path=self.settings.config_path, config_hash=self.settings.config_hash)
+            for warning in self.settings.warnings:
+                self.log.warning("config.warning", message=obs_logging.clean_text(warning))
+        await serving
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.log.info("shutdown.completed")
+        return 0
+
+    def _spawn(self, coro: Any) -> None:
+        self._tasks.append(asyncio.create_task(coro))
+
+    def _on_stop_signal(self) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            obs_logging.flush()
+            os._exit(1)
+        self.log.info("shutdown.started")
+        self.gateway.shutting_down = True
+        self.server.should_exit = True
+
+    async def reload(self, trigger: str) -> None:
+        """Re-read the config; an invalid one is logged and the old one stays active (README §4)."""
+        try:
+            new = await asyncio.to_thread(self.reload_settings)
+        except ConfigError as exc:
+            self.metrics.config_reloads.labels("failed").inc()
+            self.log.error("config.reload_failed", trigger=trigger,
+                           errors=[obs_logging.clean_text(line) for line in exc.lines])
+            return
+        old = self.settings
+        restart = [
+            key
+            for key, changed in (
+                ("gateway.bind", new.gateway.bind != old.gateway.bind),
+                ("gateway.port", new.gateway.port != old.gateway.port),
+                ("storage", new.storage != old.storage),
+            )
+            if changed
+        ]
+        if restart:
+            self.log.warning("config.reload_restart_required", keys=restart)
+        self.settings = new
+        self.gateway.apply_settings(new)
+        self.metrics.config_reloads.labels("ok").inc()
+        self.log.info("config.loaded", trigger=trigger, config_hash=new.config_hash)
+        for warning in new.warnings:
+            self.log.warning("config.warning", message=obs_logging.clean_text(warning))
+
+    async def _flush_logs(self) -> None:
+        while True:
+            await asyncio.sleep(LOG_FLUSH_SECONDS)
+            obs_logging.flush()
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.storage.retention.sweep_seconds)
+            try:
+                await self.gateway.store.sweep(self.clock.now_ms())
+            except HookgateError as exc:
+                self.log.warning("store.error", operation="sweep", error=exc.message)
+
+    async def _watch_config(self, path: str) -> None:
+        def stamp() -> tuple[float, int, int] | None:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            return (st.st_mtime, st.st_size, st.st_ino)
+
+        last = stamp()
+        while True:
+            await asyncio.sleep(CONFIG_WATCH_SECONDS)
+            current = stamp()
+            if current != last:
+                last = current
+                await self.reload("watch")
+
+
+def run_serve(settings: Settings, reload_settings: Callable[[], Settings], *, bind: str | None, port: int | None) -> int:
+    """Run the gateway until SIGTERM/SIGINT; returns the exit status."""
+    import uvloop
+
+    service = Service(settings, reload_settings, bind=bind, port=port, out=sys.stdout)
+    return uvloop.run(service.run())

@@ -1,0 +1,186 @@
+"""The backend-neutral ``Store`` protocol and the frozen records it speaks in (operations.md §4).
+
+The protocol is written in domain terms (queue a system event, enqueue a hook run, list runs); each
+backend keeps its SQL in ``.sql`` files of its own. Failures:
+
+    HookgateError
+     ├── StoreUnavailable     a write or read could not be committed/answered; nothing was committed
+     └── StoreOpenError       the store refuses to open (database in use, schema newer than the code)
+
+Every time is integer epoch milliseconds. Listing methods return newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from hookgate.errors import HookgateError
+
+StoreRole = Literal["serve", "cli"]
+RunKind = Literal["hook", "task", "heartbeat"]
+RUN_STATUSES = ("queued", "running", "ok", "error", "timed_out", "skipped", "lost", "cancelled")
+EVENT_STATUSES = ("pending", "consumed", "dropped")
+
+
+class StoreOpenError(HookgateError):
+    """The store cannot be opened: the database is in use by another ``serve`` process, its schema is
+    newer than this hookgate, or the file cannot be opened. The CLI reports the message and exits 2."""
+
+    code = "store_open_failed"
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to enqueue (status ``queued``, attempt 1). ``session_id`` defaults to a fresh transcript id."""
+
+    run_id: str
+    kind: RunKind
+    agent_id: str
+    session_key: str
+    name: str
+    inputs: dict[str, Any]
+    created_at: int
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyClaim:
+    """A durable hook idempotency record to write with a run (hooks.md §5.4)."""
+
+    record_key: str
+    expires_at: int
+
+
+# --- results ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WakeResult:
+    """Outcome of appending a system event: ``dropped`` counts pending events pushed out of the queue."""
+
+    outcome: Literal["queued", "coalesced", "empty"]
+    dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    """``replayed`` is true when a live idempotency record answered with its original run id."""
+
+    run_id: str
+    replayed: bool
+
+
+# --- records ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    key: str
+    agent_id: str
+    session_id: str
+    spawned_by: str | None
+    last_channel: str | None
+    last_to: str | None
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    seq: int
+    session_key: str
+    agent_id: str
+    text: str
+    created_at: int
+    status: str
+    failed_turns: int
+    consumed_by_run_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    run_id: str
+    kind: str
+    agent_id: str
+    session_key: str
+    session_id: str
+    name: str
+    inputs: dict[str, Any] = field(hash=False)
+    status: str
+    attempt: int
+    created_at: int
+    started_at: int | None
+    ended_at: int | None
+    reply: str | None
+    error: str | None
+    leased_by: str | None
+    lease_until: int | None
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatSchedule:
+    agent_id: str
+    due_at: int | None  # None: no scheduled turn (``every`` 0 and no wake request)
+    leased_by: str | None
+    lease_until: int | None
+    last_ended_at: int | None
+    updated_at: int
+
+
+# --- protocol --------------------------------------------------------------------------------------
+
+
+class Store(Protocol):
+    """Durable state of one hookgate deployment. Every write method is one transaction."""
+
+    async def open(self, role: StoreRole = "serve") -> None:
+        """Open (and migrate) the store. ``serve`` takes the single-serve lock; ``cli`` does not."""
+
+    async def close(self) -> None:
+        """Finish every submitted write, close connections and release the lock."""
+
+    async def ping(self, timeout: float = 1.0) -> bool:
+        """True when a round trip to the store succeeded within ``timeout`` and it accepts writes."""
+
+    async def queue_system_event(
+        self, *, session_key: str, agent_id: str, text: str, now_ms: int, wake_reason: str | None
+    ) -> WakeResult:
+        """Append already sanitised, trimmed ``text`` to a main session's queue (model.md §4.1) and,
+        with ``wake_reason``, record a wake request (model.md §6.2) — all in one transaction."""
+
+    async def enqueue_hook_run(self, run: NewRun, idempotency: IdempotencyClaim | None) -> EnqueueResult:
+        """Commit a queued run with its idempotency record, or replay a live record (hooks.md §5.4)."""
+
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def list_runs(
+        self,
+        *,
+        agent_id: str | None = None,
+        kind: str | None = None,
+        statuses: Sequence[str] = (),
+        since_ms: int | None = None,
+        limit: int = 50,
+    ) -> list[RunRecord]:
+        """Runs newest first (``created_at``, then run id)."""
+
+    async def list_events(
+        self, *, agent_id: str | None = None, status: str = "pending", limit: int = 50
+    ) -> list[EventRecord]:
+        """System events newest first (highest ``seq`` first); ``status="all"`` lists every status."""
+
+    async def get_session(self, key: str) -> SessionRecord | None: ...
+
+    async def get_heartbeat_schedule(self, agent_id: str) -> HeartbeatSchedule | None: ...
+
+    async def pending_heartbeat_requests(self, agent_id: str) -> int:
+        """How many wake requests of the agent are not consumed yet."""
+
+    async def sweep(self, now_ms: int) -> int:
+        """Delete expired idempotency records; returns how many were deleted."""

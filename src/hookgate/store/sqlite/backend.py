@@ -1,0 +1,356 @@
+"""The embedded SQLite store (operations.md §4.2): one writer thread, a small read pool, WAL.
+
+Domain methods are thin: each builds a function of a ``sqlite3.Connection`` and hands it to
+``_write`` (the group-committing writer thread, one savepoint per call) or ``_read`` (a pooled read
+connection inside one read transaction). Later features add methods the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from hookgate.clock import Clock, SystemClock, new_id
+from hookgate.errors import StoreUnavailable
+from hookgate.obs.metrics import Metrics
+from hookgate.runtime.events import MAX_PENDING_EVENTS
+from hookgate.store.base import (
+    EnqueueResult,
+    EventRecord,
+    HeartbeatSchedule,
+    IdempotencyClaim,
+    NewRun,
+    RunRecord,
+    SessionRecord,
+    StoreOpenError,
+    StoreRole,
+    WakeResult,
+)
+from hookgate.store.sqlite.schema import Q, migrate
+from hookgate.store.sqlite.writer import Writer
+
+T = TypeVar("T")
+
+WAKE_DELAY_MS = 250  # model.md §6.2: wake requests within 250 ms coalesce into one turn
+READ_POOL_SIZE = 4
+
+_encode_json = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+class SqliteStore:
+    """``Store`` on one SQLite file. Create, then ``await open()``; ``await close()`` when done."""
+
+    backend = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: str = "full",
+        group_commit_ms: float = 2.0,
+        busy_timeout_ms: int = 5000,
+        metrics: Metrics | None = None,
+        clock: Clock | None = None,
+        ids: Callable[[], str] = new_id,
+        read_pool_size: int = READ_POOL_SIZE,
+    ) -> None:
+        if durability not in ("full", "normal"):
+            raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
+        self.path = Path(path)
+        self.durability = durability
+        self._group_commit_ms = group_commit_ms
+        self._busy_timeout_ms = busy_timeout_ms
+        self._metrics = metrics
+        self._clock: Clock = clock or SystemClock()
+        self._ids = ids
+        self._read_pool_size = read_pool_size
+        self._writer: Writer | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._read_local = threading.local()
+        self._read_conns: list[sqlite3.Connection] = []
+        self._read_lock = threading.Lock()
+        self._lock_fd: int | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    @property
+    def writer(self) -> Writer:
+        if self._writer is None:
+            raise StoreUnavailable("store unavailable")
+        return self._writer
+
+    async def open(self, role: StoreRole = "serve") -> None:
+        """Take the serve lock (role ``serve``), open the write connection, migrate, start the writer.
+
+        Raises ``StoreOpenError`` (in use, schema newer than the code, cannot open the file).
+        """
+        if self._writer is not None:
+            raise RuntimeError("store is already open")
+        conn = await asyncio.to_thread(self._open_sync, role)
+        self._writer = Writer(conn, group_commit_ms=self._group_commit_ms, metrics=self._metrics)
+        self._writer.start()
+        self._readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="hookgate-store-read")
+
+    def _open_sync(self, role: StoreRole) -> sqlite3.Connection:
+        if role == "serve":
+            self._take_lock()
+        try:
+            conn = self._connect()
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
+                migrate(conn, self._clock.now_ms())
+            except BaseException:
+                conn.close()
+                raise
+        except sqlite3.Error as exc:
+            self._release_lock()
+            raise StoreOpenError(f"cannot open database {self.path}: {exc}") from exc
+        except BaseException:
+            self._release_lock()
+            raise
+        return conn
+
+    def _connect(self, *, query_only: bool = False) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+        )
+        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        if query_only:
+            conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    def _take_lock(self) -> None:
+        lock_path = f"{self.path}.lock"
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StoreOpenError(f"cannot open database {self.path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreOpenError(
+                f"database {self.path} is in use by another hookgate serve process"
+            ) from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    async def close(self) -> None:
+        """Finish every write submitted so far, close all connections, release the serve lock."""
+        writer, self._writer = self._writer, None
+        readers, self._readers = self._readers, None
+        if writer is not None:
+            writer.stop()
+            await asyncio.to_thread(writer.join)
+        if readers is not None:
+            await asyncio.to_thread(readers.shutdown, True)
+        with self._read_lock:
+            conns, self._read_conns = self._read_conns, []
+        for conn in conns:
+            conn.close()
+        self._release_lock()
+
+    async def ping(self, timeout: float = 1.0) -> bool:
+        """A ``SELECT 1`` round trip through the writer; False on timeout, error or after a failed
+        commit until a later commit that wrote succeeds."""
+        writer = self._writer
+        if writer is None:
+            return False
+        # After a failed commit, probe with a real (no-op) write so readiness can recover by itself.
+        probe = _select_one if writer.healthy else _probe_write
+        try:
+            await asyncio.wait_for(self._write(probe), timeout)
+        except (asyncio.TimeoutError, StoreUnavailable, sqlite3.Error):
+            return False
+        return writer.healthy
+
+    # --- extension points --------------------------------------------------------------------------
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the writer thread in its own savepoint; returns after the group committed.
+
+        ``sqlite3.OperationalError`` and commit failures surface as ``StoreUnavailable``; any other
+        exception raised by ``fn`` rolls back its savepoint and is re-raised here unchanged.
+        A caller cancelled while waiting does not undo the write.
+        """
+        return await self.writer.submit(fn)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on a pooled read connection inside one read transaction (sees committed data)."""
+        readers = self._readers
+        if readers is None:
+            raise StoreUnavailable("store unavailable")
+        return await asyncio.get_running_loop().run_in_executor(readers, self._run_read, fn)
+
+    def _run_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn: sqlite3.Connection | None = getattr(self._read_local, "conn", None)
+        try:
+            if conn is None:
+                conn = self._connect(query_only=True)
+                self._read_local.conn = conn
+                with self._read_lock:
+                    self._read_conns.append(conn)
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            if self._metrics is not None:
+                self._metrics.store_errors.labels(backend=self.backend).inc()
+            raise StoreUnavailable("store unavailable") from exc
+
+    # --- system events and wake requests (model.md §4.1, §6.2; hooks.md §4) ------------------------
+
+    async def queue_system_event(
+        self, *, session_key: str, agent_id: str, text: str, now_ms: int, wake_reason: str | None
+    ) -> WakeResult:
+        if not text:
+            return WakeResult("empty", 0)
+        session_id = self._ids()
+
+        def op(conn: sqlite3.Connection) -> WakeResult:
+            conn.execute(Q["ensure_session"], (session_key, agent_id, session_id, now_ms))
+            pending = conn.execute(Q["pending_events_newest_first"], (session_key,)).fetchall()
+            if pending and pending[0][1] == text:
+                result = WakeResult("coalesced", 0)
+            else:
+                conn.execute(Q["insert_event"], (session_key, text, now_ms))
+                # The new event plus the newest MAX-1 older ones stay pending; the rest are dropped.
+                excess = pending[MAX_PENDING_EVENTS - 1 :]
+                for seq, _ in excess:
+                    conn.execute(Q["drop_event"], (seq, now_ms))
+                result = WakeResult("queued", len(excess))
+            if wake_reason is not None:
+                _record_wake(conn, agent_id, wake_reason, now_ms)
+            return result
+
+        result = await self._write(op)
+        if self._metrics is not None:
+            self._metrics.system_events.labels(outcome=result.outcome).inc()
+            if result.dropped:
+                self._metrics.system_events.labels(outcome="dropped").inc(result.dropped)
+        return result
+
+    async def pending_heartbeat_requests(self, agent_id: str) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(Q["count_pending_heartbeat_requests"], (agent_id,)).fetchone()[0])
+
+        return await self._read(op)
+
+    async def get_heartbeat_schedule(self, agent_id: str) -> HeartbeatSchedule | None:
+        def op(conn: sqlite3.Connection) -> HeartbeatSchedule | None:
+            row = conn.execute(Q["get_heartbeat_schedule"], (agent_id,)).fetchone()
+            return None if row is None else HeartbeatSchedule(*row)
+
+        return await self._read(op)
+
+    async def list_events(
+        self, *, agent_id: str | None = None, status: str = "pending", limit: int = 50
+    ) -> list[EventRecord]:
+        status_param = None if status == "all" else status
+
+        def op(conn: sqlite3.Connection) -> list[EventRecord]:
+            rows = conn.execute(Q["list_events"], (agent_id, status_param, limit)).fetchall()
+            return [EventRecord(*row) for row in rows]
+
+        return await self._read(op)
+
+    async def get_session(self, key: str) -> SessionRecord | None:
+        def op(conn: sqlite3.Connection) -> SessionRecord | None:
+            row = conn.execute(Q["get_session"], (key,)).fetchone()
+            return None if row is None else SessionRecord(*row)
+
+        return await self._read(op)
+
+    # --- runs and hook idempotency (model.md §5.1, hooks.md §5.4) ----------------------------------
+
+    async def enqueue_hook_run(self, run: NewRun, idempotency: IdempotencyClaim | None) -> EnqueueResult:
+        inputs = _encode_json(run.inputs).decode()
+        session_id = run.session_id or self._ids()
+
+        def op(conn: sqlite3.Connection) -> EnqueueResult:
+            if idempotency is not None:
+                claimed = conn.execute(
+                    Q["claim_hook_idempotency"],
+                    (idempotency.record_key, run.run_id, run.created_at, idempotency.expires_at),
+                ).rowcount
+                if claimed == 0:  # a live record holds the key (unique constraint): replay it
+                    row = conn.execute(Q["get_hook_idempotency_run"], (idempotency.record_key,)).fetchone()
+                    return EnqueueResult(str(row[0]), True)
+            conn.execute(Q["ensure_session"], (run.session_key, run.agent_id, session_id, run.created_at))
+            conn.execute(
+                Q["insert_run"],
+                (run.run_id, run.kind, run.agent_id, run.session_key, session_id, run.name, inputs,
+                 run.created_at),
+            )
+            return EnqueueResult(run.run_id, False)
+
+        return await self._write(op)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def op(conn: sqlite3.Connection) -> RunRecord | None:
+            row = conn.execute(Q["get_run"], (run_id,)).fetchone()
+            return None if row is None else _run_record(row)
+
+        return await self._read(op)
+
+    async def list_runs(
+        self,
+        *,
+        agent_id: str | None = None,
+        kind: str | None = None,
+        statuses: Sequence[str] = (),
+        since_ms: int | None = None,
+        limit: int = 50,
+    ) -> list[RunRecord]:
+        status_json = _encode_json(list(statuses)).decode() if statuses else None
+
+        def op(conn: sqlite3.Connection) -> list[RunRecord]:
+            rows = conn.execute(Q["list_runs"], (agent_id, kind, status_json, since_ms, limit)).fetchall()
+            return [_run_record(row) for row in rows]
+
+        return await self._read(op)
+
+    async def sweep(self, now_ms: int) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute(Q["sweep_hook_idempotency"], (now_ms,)).rowcount
+
+        return await self._write(op)
+
+
+def _select_one(conn: sqlite3.Connection) -> None:
+    conn.execute(Q["select_one"]).fetchone()
+
+
+def _probe_write(conn: sqlite3.Connection) -> None:
+    conn.execute(Q["probe_write"])
+
+
+def _record_wake(conn: sqlite3.Connection, agent_id: str, reason: str, now_ms: int) -> None:
+    """Persist a wake request and pull the agent's heartbeat due time to ``now + 250 ms`` at the latest."""
+    conn.execute(Q["insert_heartbeat_request"], (agent_id, reason, now_ms))
+    conn.execute(Q["pull_heartbeat_due"], (agent_id, now_ms + WAKE_DELAY_MS, now_ms))
+
+
+def _run_record(row: tuple[Any, ...]) -> RunRecord:
+    values = list(row)
+    values[6] = _decode_json(values[6])
+    return RunRecord(*values)

@@ -1,0 +1,107 @@
+-- Named statements of the SQLite backend, loaded once by hookgate.store.sqlite.queries.
+-- Each block starts with `-- name: <name>` and holds one statement; parameters are positional
+-- (`?`) or numbered (`?1`) as the caller passes them.
+
+-- name: create_schema_migrations
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL,
+    applied_at  INTEGER NOT NULL
+);
+
+-- name: schema_version
+SELECT coalesce(max(version), 0) FROM schema_migrations;
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?);
+
+-- name: select_one
+SELECT 1;
+
+-- name: probe_write
+-- A write that changes nothing, so ping() can tell whether the database accepts commits again.
+UPDATE schema_migrations SET applied_at = applied_at
+WHERE version = (SELECT max(version) FROM schema_migrations);
+
+-- name: ensure_session
+INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?4)
+ON CONFLICT (key) DO NOTHING;
+
+-- name: get_session
+SELECT key, agent_id, session_id, spawned_by, last_channel, last_to, created_at, updated_at
+FROM sessions WHERE key = ?;
+
+-- name: pending_events_newest_first
+SELECT seq, text FROM system_events
+WHERE session_key = ? AND status = 'pending'
+ORDER BY seq DESC;
+
+-- name: insert_event
+INSERT INTO system_events (session_key, text, created_at, status, updated_at)
+VALUES (?1, ?2, ?3, 'pending', ?3);
+
+-- name: drop_event
+UPDATE system_events SET status = 'dropped', updated_at = ?2 WHERE seq = ?1 AND status = 'pending';
+
+-- name: insert_heartbeat_request
+INSERT INTO heartbeat_requests (agent_id, reason, created_at) VALUES (?, ?, ?);
+
+-- name: pull_heartbeat_due
+-- due = min(current due, ?2); a missing row or a NULL due time takes ?2.
+INSERT INTO heartbeat_schedule (agent_id, due_at, updated_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (agent_id) DO UPDATE SET
+    due_at = CASE WHEN due_at IS NULL OR excluded.due_at < due_at THEN excluded.due_at ELSE due_at END,
+    updated_at = excluded.updated_at;
+
+-- name: count_pending_heartbeat_requests
+SELECT count(*) FROM heartbeat_requests WHERE agent_id = ? AND consumed = 0;
+
+-- name: get_heartbeat_schedule
+SELECT agent_id, due_at, leased_by, lease_until, last_ended_at, updated_at
+FROM heartbeat_schedule WHERE agent_id = ?;
+
+-- name: claim_hook_idempotency
+-- Inserts the record, or takes over an expired one; 0 rows changed = a live record exists.
+INSERT INTO hook_idempotency (record_key, run_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (record_key) DO UPDATE SET
+    run_id = excluded.run_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+WHERE hook_idempotency.expires_at <= excluded.created_at;
+
+-- name: get_hook_idempotency_run
+SELECT run_id FROM hook_idempotency WHERE record_key = ?;
+
+-- name: sweep_hook_idempotency
+DELETE FROM hook_idempotency WHERE expires_at <= ?;
+
+-- name: insert_run
+INSERT INTO runs (run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt,
+                  created_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', 1, ?8, ?8);
+
+-- name: get_run
+SELECT run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt, created_at,
+       started_at, ended_at, reply, error, leased_by, lease_until, updated_at
+FROM runs WHERE run_id = ?;
+
+-- name: list_runs
+-- ?1 agent or NULL, ?2 kind or NULL, ?3 JSON array of statuses or NULL, ?4 since or NULL, ?5 limit.
+SELECT run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt, created_at,
+       started_at, ended_at, reply, error, leased_by, lease_until, updated_at
+FROM runs
+WHERE (?1 IS NULL OR agent_id = ?1)
+  AND (?2 IS NULL OR kind = ?2)
+  AND (?3 IS NULL OR status IN (SELECT value FROM json_each(?3)))
+  AND (?4 IS NULL OR created_at >= ?4)
+ORDER BY created_at DESC, run_id DESC
+LIMIT ?5;
+
+-- name: list_events
+-- ?1 agent or NULL, ?2 status or NULL (all), ?3 limit.
+SELECT e.seq, e.session_key, s.agent_id, e.text, e.created_at, e.status, e.failed_turns,
+       e.consumed_by_run_id
+FROM system_events AS e JOIN sessions AS s ON s.key = e.session_key
+WHERE (?1 IS NULL OR s.agent_id = ?1)
+  AND (?2 IS NULL OR e.status = ?2)
+ORDER BY e.seq DESC
+LIMIT ?3;
