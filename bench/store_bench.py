@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,7 +40,10 @@ async def run(durability: str, callers: int, seconds: float, group_commit_ms: fl
         while time.perf_counter() < stop_at:
             n += 1
             await store.queue_system_event(
-                session_key=key, agent_id=agent, text=f"event {n}", now_ms=1_790_000_000_000 + n,
+                session_key=key,
+                agent_id=agent,
+                text=f"event {n}",
+                now_ms=1_790_000_000_000 + n,
                 wake_reason="hook:wake" if n % 4 == 0 else None,
             )
             count += 1
@@ -68,7 +71,9 @@ async def main() -> None:
     parser.add_argument("--callers", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--group-commit-ms", type=float, default=2.0)
-    parser.add_argument("--dir", type=Path, default=None, help="where to put the database (default: a temp dir)")
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="where to put the database (default: a temp dir)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for durability in ("full", "normal"):

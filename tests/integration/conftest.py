@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -9,19 +9,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from gateway import HOOKS_TOKEN, RunningGateway  # noqa: E402
+from gateway import GatewayFactory, RunningGateway, hooks_config  # noqa: E402
 
-GatewayFactory = Callable[..., RunningGateway]
-
-
-def hooks_config(**hooks: Any) -> dict[str, Any]:
-    """Config ``H`` of hooks.md §9: hooks enabled with token ``hook-secret``, agents main and hooks."""
-    cfg: dict[str, Any] = {
-        "storage": {"sqlite": {"path": "hookgate.db"}},
-        "agents": {"list": [{"id": "main", "default": True}, {"id": "hooks"}]},
-        "hooks": {"enabled": True, "token": HOOKS_TOKEN, **hooks},
-    }
-    return cfg
 
 
 @pytest.fixture
@@ -43,5 +32,3 @@ def gateway_factory(tmp_path: Path) -> Iterator[GatewayFactory]:
 def gateway(gateway_factory: GatewayFactory) -> RunningGateway:
     return gateway_factory()
 
-
-AUTH = {"Authorization": f"Bearer {HOOKS_TOKEN}"}

@@ -10,13 +10,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 HOOKS_TOKEN = "hook-secret"
+AUTH = {"Authorization": f"Bearer {HOOKS_TOKEN}"}
 
 
 class RunningGateway:
@@ -169,3 +170,16 @@ def raw_request(port: int, data: bytes, *, source: str = "127.0.0.1", read_timeo
 
 def iter_lines(text: str) -> Iterator[str]:
     yield from (line for line in text.splitlines() if line.strip())
+
+
+def hooks_config(**hooks: Any) -> dict[str, Any]:
+    """Config ``H`` of hooks.md §9: hooks enabled with token ``hook-secret``, agents main and hooks."""
+    cfg: dict[str, Any] = {
+        "storage": {"sqlite": {"path": "hookgate.db"}},
+        "agents": {"list": [{"id": "main", "default": True}, {"id": "hooks"}]},
+        "hooks": {"enabled": True, "token": HOOKS_TOKEN, **hooks},
+    }
+    return cfg
+
+
+GatewayFactory = Callable[..., RunningGateway]

@@ -46,14 +46,20 @@ def _check_runtime(runtime: Mapping[str, Any], path: str, errors: list[str]) -> 
             errors.append(f"{path}.command[0]: must be an absolute path")
 
 
-def _heartbeat(defaults: Mapping[str, Any], entry: Mapping[str, Any] | None, path: str, errors: list[str]) -> HeartbeatSettings:
+def _heartbeat(
+    defaults: Mapping[str, Any], entry: Mapping[str, Any] | None, path: str, errors: list[str]
+) -> HeartbeatSettings:
     merged = {**defaults, **(entry or {})}
     every = parse_every(str(merged["every"]))
     if every is None:
         source = path if entry is not None and "every" in entry else "agents.defaults.heartbeat"
-        errors.append(f'{source}.every: invalid interval "{merged["every"]}" (expected <integer><s|m|h|d> or 0)')
+        errors.append(
+            f'{source}.every: invalid interval "{merged["every"]}" (expected <integer><s|m|h|d> or 0)'
+        )
         every = 0
-    return HeartbeatSettings(every_seconds=every, ack_max_chars=int(merged["ackMaxChars"]), prompt=merged.get("prompt"))
+    return HeartbeatSettings(
+        every_seconds=every, ack_max_chars=int(merged["ackMaxChars"]), prompt=merged.get("prompt")
+    )
 
 
 def _agent(
@@ -82,13 +88,15 @@ def _agent(
         runtime_secrets=runtime_secrets,
         model=merged["model"],
         thinking=merged["thinking"],
-        timeout_seconds=int(merged["timeoutSeconds"]),
+        timeout_seconds=int(merged["timeoutSeconds"] or defaults["timeoutSeconds"]),
         heartbeat=_heartbeat(defaults["heartbeat"], entry.get("heartbeat"), hb_path, errors),
         system_prompt=merged["systemPrompt"],
     )
 
 
-def build_agents(tree: Mapping[str, Any], secrets: Mapping[str, SecretSource], errors: list[str]) -> AgentsSettings:
+def build_agents(
+    tree: Mapping[str, Any], secrets: Mapping[str, SecretSource], errors: list[str]
+) -> AgentsSettings:
     """The agents with defaults merged in, the default agent, and the agents errors of model.md §7."""
     defaults: Mapping[str, Any] = tree["defaults"]
     entries: list[Mapping[str, Any]] = tree["list"]

@@ -58,7 +58,9 @@ def _clean(value: str | None, empty_error: str) -> Outcome:
 # --- env -------------------------------------------------------------------------------------------
 
 
-def _resolve_env(name: str, cfg: Mapping[str, Any], ids: list[str], environ: Mapping[str, str]) -> dict[str, Outcome]:
+def _resolve_env(
+    name: str, cfg: Mapping[str, Any], ids: list[str], environ: Mapping[str, str]
+) -> dict[str, Outcome]:
     allowlist = cfg.get("allowlist")
     out: dict[str, Outcome] = {}
     for ref_id in ids:
@@ -144,15 +146,15 @@ def _resolve_file(name: str, cfg: Mapping[str, Any], ids: list[str]) -> dict[str
     except ValueError:
         return {ref_id: fail("invalid JSON") for ref_id in ids}
     for ref_id in ids:
-        found, value = _json_pointer(doc, ref_id) if isinstance(doc, dict) else (False, None)
+        found, node = _json_pointer(doc, ref_id) if isinstance(doc, dict) else (False, None)
         if not found:
             out[ref_id] = fail("pointer not found")
-        elif not isinstance(value, str):
+        elif not isinstance(node, str):
             out[ref_id] = fail("value is not a string")
-        elif not value.strip():
+        elif not node.strip():
             out[ref_id] = fail("value is empty")
         else:
-            out[ref_id] = (value.strip(), None)
+            out[ref_id] = (node.strip(), None)
     return out
 
 
@@ -190,7 +192,9 @@ def _command_problem(cfg: Mapping[str, Any], command: str) -> str | None:
     return None
 
 
-def _run_exec(name: str, cfg: Mapping[str, Any], command: str, request: bytes, environ: Mapping[str, str]) -> bytes:
+def _run_exec(
+    name: str, cfg: Mapping[str, Any], command: str, request: bytes, environ: Mapping[str, str]
+) -> bytes:
     """Run the provider once; return stdout or raise ``_ExecFailure`` with the spec's text."""
     timeout_ms = int(cfg.get("timeoutMs", 5000))
     idle_ms = int(cfg.get("noOutputTimeoutMs") or timeout_ms)
@@ -274,11 +278,17 @@ def _parse_exec_output(name: str, cfg: Mapping[str, Any], raw: bytes, ids: list[
         doc = json.loads(text)
     except ValueError:
         if single:
-            return {ids[0]: _clean(text, f'Exec provider "{name}" failed for id "{ids[0]}" (value is empty).')}
+            return {
+                ids[0]: _clean(text, f'Exec provider "{name}" failed for id "{ids[0]}" (value is empty).')
+            }
         raise _ExecFailure(invalid) from None
     if single and isinstance(doc, str):
         return {ids[0]: _clean(doc, f'Exec provider "{name}" failed for id "{ids[0]}" (value is empty).')}
-    if not isinstance(doc, dict) or doc.get("protocolVersion") != 1 or not isinstance(doc.get("values", {}), dict):
+    if (
+        not isinstance(doc, dict)
+        or doc.get("protocolVersion") != 1
+        or not isinstance(doc.get("values", {}), dict)
+    ):
         raise _ExecFailure(invalid)
     values: dict[str, Any] = doc.get("values", {})
     errors = doc.get("errors") or {}
@@ -331,7 +341,9 @@ def _resolve_exec(
     except _ExecFailure as exc:
         out.update({i: (None, str(exc)) for i in valid})
     except OSError:
-        out.update({i: (None, f'Exec provider "{name}" cannot run {command}: not executable.') for i in valid})
+        out.update(
+            {i: (None, f'Exec provider "{name}" cannot run {command}: not executable.') for i in valid}
+        )
     return out
 
 
@@ -350,9 +362,14 @@ def _provider_batch(
     if cfg is None:
         if source == "env" and name == secrets_cfg.get("defaults", {}).get("env", "default"):
             return _resolve_env(name, {}, ids, environ)
-        return {i: (None, f'Secret provider "{name}" is not configured (ref: {source}:{name}:{i}).') for i in ids}
+        return {
+            i: (None, f'Secret provider "{name}" is not configured (ref: {source}:{name}:{i}).') for i in ids
+        }
     if cfg.get("source") != source:
-        return {i: (None, f'Secret provider "{name}" has source "{cfg.get("source")}", not "{source}".') for i in ids}
+        return {
+            i: (None, f'Secret provider "{name}" has source "{cfg.get("source")}", not "{source}".')
+            for i in ids
+        }
     if source == "env":
         return _resolve_env(name, cfg, ids, environ)
     if source == "file":

@@ -20,8 +20,8 @@ class SecretSource:
 
     key_path: str
     source: str
-    value: str | None  # resolved, trimmed, non-empty; None when unresolved
-    error: str | None  # the resolution error text when unresolved
+    value: str | None = field(repr=False)  # resolved, trimmed, non-empty; None when unresolved
+    error: str | None = None  # the resolution error text when unresolved
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class GatewaySettings:
     bind: str = "127.0.0.1"
     port: int = 18789
     auth_mode: Literal["none", "token"] = "none"
-    auth_token: str | None = None
+    auth_token: str | None = field(default=None, repr=False)
     trusted_proxies: tuple[IPNetwork, ...] = ()
     allow_real_ip_fallback: bool = False
     accept_openclaw_headers: bool = True
@@ -56,10 +56,10 @@ class StorageSettings:
     durability: Literal["full", "normal"] = "full"
     group_commit_ms: float = 2.0
     busy_timeout_ms: int = 5000
-    postgres_dsn: str | None = None
+    postgres_dsn: str | None = field(default=None, repr=False)
     postgres_pool_size: int = 10
     postgres_schema: str = "hookgate"
-    redis_url: str | None = None
+    redis_url: str | None = field(default=None, repr=False)
     redis_prefix: str = "hookgate:"
     lease_seconds: float = 30.0
     retention: RetentionSettings = field(default_factory=RetentionSettings)
@@ -157,12 +157,13 @@ class MappingSettings:
     transform_module: str | None = None  # absolute path after loading
     transform_export: str | None = None
     from_preset: str | None = None
+    transform_module_raw: str | None = None  # as configured, for re-running paths.check_contained
 
 
 @dataclass(frozen=True, slots=True)
 class HooksSettings:
     enabled: bool = False
-    token: str | None = None  # resolved and trimmed
+    token: str | None = field(default=None, repr=False)  # resolved and trimmed
     base_path: str = "/hooks"
     max_body_bytes: int = 262_144
     body_timeout_seconds: int = 30
@@ -196,7 +197,9 @@ class LimitSettings:
 @dataclass(frozen=True, slots=True)
 class RouteAuthSettings:
     mode: Literal["bearer", "header", "hmac-sha256", "standard-webhooks", "legacy"] = "legacy"
-    secrets: tuple[str, ...] = ()  # resolved values (at least one when the route is active)
+    secrets: tuple[str, ...] = field(
+        default=(), repr=False
+    )  # resolved values (at least one when the route is active)
     header: str | None = None  # lower-cased header name
     prefix: str | None = None
     tolerance_seconds: int = 300
@@ -235,7 +238,7 @@ class Settings:
     channels: tuple[ChannelSettings, ...]  # config order
     hooks: HooksSettings
     webhooks: WebhooksSettings
-    effective: dict[str, Any]  # the effective config, defaults filled, secret inputs as written
+    effective: dict[str, Any] = field(repr=False)  # effective config, defaults filled, secrets as written
     config_hash: str  # 16 hex (README §6)
     warnings: tuple[str, ...] = ()
     secret_inputs: tuple[SecretSource, ...] = ()  # every secret input, for `secrets check`

@@ -67,13 +67,11 @@ def _fmt(n: float) -> str:
 
 
 class Node:
-
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         raise NotImplementedError
 
 
 class Str(Node):
-
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, str):
             return ctx.error(path, f"expected string, got {json_type(value)}")
@@ -81,7 +79,6 @@ class Str(Node):
 
 
 class Bool(Node):
-
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, bool):
             return ctx.error(path, f"expected boolean, got {json_type(value)}")
@@ -119,7 +116,7 @@ class Num(Node):
         return value
 
 
-def Int(lo: float | None = None, hi: float | None = None) -> Num:  # noqa: N802 - reads like a type
+def Int(lo: float | None = None, hi: float | None = None) -> Num:
     return Num(lo, hi, integer=True)
 
 

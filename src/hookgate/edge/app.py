@@ -75,6 +75,7 @@ class Gateway:
             ip = peer
         req = Request(scope, receive, scope["method"], path, scope.get("query_string", b""), headers, peer, ip, rid)
         surface = "other"
+        answer: Answer | None
         try:
             kind = HEALTH_PATHS.get(path)
             if kind is not None:

@@ -131,9 +131,6 @@ class HooksSurface:
         gw = self.gw
         action = actions.parse_wake(fields(payload))
         outcome = await dispatch_wake(action, gw.settings, gw.store, gw.clock)
-        gw.metrics.system_events.labels(outcome.outcome).inc()
-        if outcome.dropped:
-            gw.metrics.system_events.labels("dropped").inc(outcome.dropped)
         gw.log.info("hook.accepted", request_id=req.request_id, route="wake", mode=outcome.mode,
                     outcome=outcome.outcome)
         return json_answer(200, {"ok": True, "mode": outcome.mode, "eventOutcome": outcome.outcome})

@@ -50,7 +50,7 @@ def fields(payload: Payload) -> dict[str, Any]:
 def trimmed_str(value: Any) -> str | None:
     """A trimmed non-empty string, else ``None``."""
     if isinstance(value, str):
-        value = value.strip()
-        if value:
-            return value
+        text = value.strip()
+        if text:
+            return text
     return None

@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import MutableMapping
 from typing import IO, Any
 
 import msgspec
@@ -71,24 +72,24 @@ class _LineLogger:
     error = critical = exception = warning
 
 
-def _timestamp(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     now = time.time()
     ms = int(now * 1000) % 1000
     event["ts"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{ms:03d}Z"
     return event
 
 
-def _level(_: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+def _level(_: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     event["level"] = "warning" if method == "warn" else method
     event["instance"] = INSTANCE_ID
     return event
 
 
-def _json(_: Any, __: str, event: dict[str, Any]) -> bytes:
+def _json(_: Any, __: str, event: MutableMapping[str, Any]) -> bytes:
     return _encode(event) + b"\n"
 
 
-def _console(_: Any, __: str, event: dict[str, Any]) -> bytes:
+def _console(_: Any, __: str, event: MutableMapping[str, Any]) -> bytes:
     head = f"{event.pop('ts', '')} {event.pop('level', ''):7} {event.pop('event', '')}"
     event.pop("instance", None)
     rest = " ".join(f"{k}={v}" for k, v in event.items())

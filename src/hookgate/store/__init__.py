@@ -35,7 +35,9 @@ __all__ = [
 ]
 
 
-def open_store(settings: StorageSettings, *, metrics: Metrics | None = None, clock: Clock | None = None) -> Store:
+def open_store(
+    settings: StorageSettings, *, metrics: Metrics | None = None, clock: Clock | None = None
+) -> Store:
     """The configured store, not yet opened: ``await store.open(role)`` before use."""
     if settings.backend == "sqlite":
         from hookgate.store.sqlite import SqliteStore
@@ -49,5 +51,5 @@ def open_store(settings: StorageSettings, *, metrics: Metrics | None = None, clo
             clock=clock,
         )
     if settings.backend == "postgres":
-        raise NotImplementedError("storage.backend \"postgres\" is not implemented yet in this build")
+        raise NotImplementedError('storage.backend "postgres" is not implemented yet in this build')
     raise ValueError(f"unknown storage backend {settings.backend!r}")

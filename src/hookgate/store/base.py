@@ -157,6 +157,9 @@ class Store(Protocol):
     async def enqueue_hook_run(self, run: NewRun, idempotency: IdempotencyClaim | None) -> EnqueueResult:
         """Commit a queued run with its idempotency record, or replay a live record (hooks.md §5.4)."""
 
+    async def find_hook_idempotency(self, record_key: str, now_ms: int) -> str | None:
+        """The run id of a live hook idempotency record, without writing anything."""
+
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
     async def list_runs(

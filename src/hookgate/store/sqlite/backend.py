@@ -80,6 +80,7 @@ class SqliteStore:
         self._read_conns: list[sqlite3.Connection] = []
         self._read_lock = threading.Lock()
         self._lock_fd: int | None = None
+        self._event_counters: dict[str, Any] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -177,7 +178,7 @@ class SqliteStore:
         probe = _select_one if writer.healthy else _probe_write
         try:
             await asyncio.wait_for(self._write(probe), timeout)
-        except (asyncio.TimeoutError, StoreUnavailable, sqlite3.Error):
+        except (TimeoutError, StoreUnavailable, sqlite3.Error):
             return False
         return writer.healthy
 
@@ -224,30 +225,42 @@ class SqliteStore:
     ) -> WakeResult:
         if not text:
             return WakeResult("empty", 0)
-        session_id = self._ids()
 
         def op(conn: sqlite3.Connection) -> WakeResult:
-            conn.execute(Q["ensure_session"], (session_key, agent_id, session_id, now_ms))
-            pending = conn.execute(Q["pending_events_newest_first"], (session_key,)).fetchall()
-            if pending and pending[0][1] == text:
+            self._ensure_session(conn, session_key, agent_id, None, now_ms)
+            # Few statements and single-row results: each sqlite3 step hands the GIL over.
+            newest = conn.execute(Q["newest_pending_event_text"], (session_key,)).fetchone()
+            if newest is not None and newest[0] == text:
                 result = WakeResult("coalesced", 0)
             else:
                 conn.execute(Q["insert_event"], (session_key, text, now_ms))
-                # The new event plus the newest MAX-1 older ones stay pending; the rest are dropped.
-                excess = pending[MAX_PENDING_EVENTS - 1 :]
-                for seq, _ in excess:
-                    conn.execute(Q["drop_event"], (seq, now_ms))
-                result = WakeResult("queued", len(excess))
+                dropped = conn.execute(
+                    Q["drop_excess_pending_events"], (session_key, MAX_PENDING_EVENTS, now_ms)
+                ).rowcount
+                result = WakeResult("queued", dropped)
             if wake_reason is not None:
                 _record_wake(conn, agent_id, wake_reason, now_ms)
             return result
 
         result = await self._write(op)
-        if self._metrics is not None:
-            self._metrics.system_events.labels(outcome=result.outcome).inc()
-            if result.dropped:
-                self._metrics.system_events.labels(outcome="dropped").inc(result.dropped)
+        self._count_event(result.outcome)
+        if result.dropped:
+            self._count_event("dropped", result.dropped)
         return result
+
+    def _count_event(self, outcome: str, n: int = 1) -> None:
+        if self._metrics is not None:
+            counter = self._event_counters.get(outcome)
+            if counter is None:
+                counter = self._event_counters[outcome] = self._metrics.system_events.labels(outcome=outcome)
+            counter.inc(n)
+
+    def _ensure_session(
+        self, conn: sqlite3.Connection, key: str, agent_id: str, session_id: str | None, now_ms: int
+    ) -> None:
+        """Create the session record on first use (a fresh transcript id only when it is new)."""
+        if conn.execute(Q["session_exists"], (key,)).fetchone() is None:
+            conn.execute(Q["insert_session"], (key, agent_id, session_id or self._ids(), now_ms))
 
     async def pending_heartbeat_requests(self, agent_id: str) -> int:
         def op(conn: sqlite3.Connection) -> int:
@@ -295,15 +308,30 @@ class SqliteStore:
                 if claimed == 0:  # a live record holds the key (unique constraint): replay it
                     row = conn.execute(Q["get_hook_idempotency_run"], (idempotency.record_key,)).fetchone()
                     return EnqueueResult(str(row[0]), True)
-            conn.execute(Q["ensure_session"], (run.session_key, run.agent_id, session_id, run.created_at))
+            self._ensure_session(conn, run.session_key, run.agent_id, session_id, run.created_at)
             conn.execute(
                 Q["insert_run"],
-                (run.run_id, run.kind, run.agent_id, run.session_key, session_id, run.name, inputs,
-                 run.created_at),
+                (
+                    run.run_id,
+                    run.kind,
+                    run.agent_id,
+                    run.session_key,
+                    session_id,
+                    run.name,
+                    inputs,
+                    run.created_at,
+                ),
             )
             return EnqueueResult(run.run_id, False)
 
         return await self._write(op)
+
+    async def find_hook_idempotency(self, record_key: str, now_ms: int) -> str | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(Q["find_live_hook_idempotency"], (record_key, now_ms)).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._read(op)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         def op(conn: sqlite3.Connection) -> RunRecord | None:

@@ -23,26 +23,33 @@ SELECT 1;
 UPDATE schema_migrations SET applied_at = applied_at
 WHERE version = (SELECT max(version) FROM schema_migrations);
 
--- name: ensure_session
-INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?4)
-ON CONFLICT (key) DO NOTHING;
+-- name: session_exists
+SELECT 1 FROM sessions WHERE key = ?;
+
+-- name: insert_session
+INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4);
 
 -- name: get_session
 SELECT key, agent_id, session_id, spawned_by, last_channel, last_to, created_at, updated_at
 FROM sessions WHERE key = ?;
 
--- name: pending_events_newest_first
-SELECT seq, text FROM system_events
+-- name: newest_pending_event_text
+SELECT text FROM system_events
 WHERE session_key = ? AND status = 'pending'
-ORDER BY seq DESC;
+ORDER BY seq DESC LIMIT 1;
 
 -- name: insert_event
 INSERT INTO system_events (session_key, text, created_at, status, updated_at)
 VALUES (?1, ?2, ?3, 'pending', ?3);
 
--- name: drop_event
-UPDATE system_events SET status = 'dropped', updated_at = ?2 WHERE seq = ?1 AND status = 'pending';
+-- name: drop_excess_pending_events
+-- ?2 = how many pending events a session keeps; older ones become `dropped`.
+UPDATE system_events SET status = 'dropped', updated_at = ?3
+WHERE status = 'pending' AND seq IN (
+    SELECT seq FROM system_events
+    WHERE session_key = ?1 AND status = 'pending'
+    ORDER BY seq DESC LIMIT -1 OFFSET ?2
+);
 
 -- name: insert_heartbeat_request
 INSERT INTO heartbeat_requests (agent_id, reason, created_at) VALUES (?, ?, ?);
@@ -70,6 +77,9 @@ WHERE hook_idempotency.expires_at <= excluded.created_at;
 
 -- name: get_hook_idempotency_run
 SELECT run_id FROM hook_idempotency WHERE record_key = ?;
+
+-- name: find_live_hook_idempotency
+SELECT run_id FROM hook_idempotency WHERE record_key = ? AND expires_at > ?;
 
 -- name: sweep_hook_idempotency
 DELETE FROM hook_idempotency WHERE expires_at <= ?;

@@ -1,0 +1,264 @@
+"""Load the JSON5 config file into one resolved ``Settings`` (README §4).
+
+Pipeline: locate → read JSON5 → ``${NAME}`` substitution → strict schema validation (every error)
+→ secret resolution → section builders with the semantic checks → effective config and hash.
+Any error raises ``ConfigError`` carrying every error line found.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import json5
+
+from hookgate.config.agents import build_agents
+from hookgate.config.hooks import HooksContext, build_hooks
+from hookgate.config.paths import resolve_config_path
+from hookgate.config.render import config_hash
+from hookgate.config.routes import RoutesContext, build_webhooks
+from hookgate.config.schema import CHANNEL_SCHEMAS, CONFIG
+from hookgate.config.secrets import resolve_secret_inputs
+from hookgate.config.settings import (
+    ChannelSettings,
+    GatewaySettings,
+    IPNetwork,
+    RetentionSettings,
+    SecretSource,
+    Settings,
+    StorageSettings,
+)
+from hookgate.config.validate import INVALID, Context, Map, Secret, join, json_type
+from hookgate.errors import ConfigError
+
+CONFIG_ENV = "HOOKGATE_CONFIG"
+DEFAULT_CONFIG_NAME = "hookgate.json5"
+NO_CONFIG_WARNING = "no config file found; using the empty config"
+_ENV_REF = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def locate_config(flag: str | None, environ: Mapping[str, str], cwd: str) -> str | None:
+    """``--config``, else ``HOOKGATE_CONFIG``, else ``./hookgate.json5``; ``None`` → the empty config."""
+    given = flag if flag else environ.get(CONFIG_ENV) or None
+    if given:
+        path = os.path.join(cwd, os.path.expanduser(given))
+        if not os.path.isfile(path):
+            raise ConfigError([f"config file not found: {given}"])
+        return os.path.abspath(path)
+    default = os.path.join(cwd, DEFAULT_CONFIG_NAME)
+    return os.path.abspath(default) if os.path.isfile(default) else None
+
+
+def substitute_env(value: Any, path: str, environ: Mapping[str, str], errors: list[str]) -> Any:
+    """Replace ``${NAME}`` in every string value (never keys); ``$${`` → a literal ``${``."""
+    if isinstance(value, str):
+
+        def repl(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name is None:
+                return "${"
+            if name not in environ:
+                errors.append(f'{path}: environment variable "{name}" is not set')
+                return match.group(0)
+            return environ[name]
+
+        return _ENV_REF.sub(repl, value)
+    if isinstance(value, dict):
+        return {k: substitute_env(v, join(path, str(k)), environ, errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute_env(v, f"{path}[{i}]", environ, errors) for i, v in enumerate(value)]
+    return value
+
+
+def read_config_file(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"{path}: cannot read config file: {exc}"]) from None
+    try:
+        return json5.loads(text)
+    except ValueError as exc:
+        raise ConfigError([f"{path}: invalid JSON5: {exc}"]) from None
+
+
+def _gateway(
+    tree: Mapping[str, Any], secrets: Mapping[str, SecretSource], errors: list[str]
+) -> GatewaySettings:
+    auth = tree["auth"]
+    token_source = secrets.get("gateway.auth.token")
+    if token_source is not None and token_source.value is None:
+        errors.append(f"gateway.auth.token: {token_source.error}")
+    elif auth["mode"] == "token" and token_source is None:
+        errors.append('gateway.auth.token: required when gateway.auth.mode is "token"')
+    proxies: list[IPNetwork] = []
+    for i, raw in enumerate(tree["trustedProxies"]):
+        try:
+            proxies.append(ipaddress.ip_network(raw.strip(), strict=False))
+        except ValueError:
+            errors.append(f'gateway.trustedProxies[{i}]: invalid IP address or CIDR "{raw}"')
+    hsts = tree["http"]["securityHeaders"].get("strictTransportSecurity")
+    return GatewaySettings(
+        bind=tree["bind"],
+        port=tree["port"],
+        auth_mode=auth["mode"],
+        auth_token=token_source.value if token_source is not None else None,
+        trusted_proxies=tuple(proxies),
+        allow_real_ip_fallback=tree["allowRealIpFallback"],
+        accept_openclaw_headers=tree["compat"]["acceptOpenclawHeaders"],
+        strict_transport_security=hsts.strip() if isinstance(hsts, str) and hsts.strip() else None,
+        reload_watch=tree["reload"]["watch"],
+        drain_timeout_seconds=float(tree["drainTimeoutSeconds"]),
+    )
+
+
+def _storage(
+    tree: Mapping[str, Any], config_dir: str, secrets: Mapping[str, SecretSource], errors: list[str]
+) -> StorageSettings:
+    resolved: dict[str, str | None] = {}
+    for key in ("postgres.dsn", "redis.url"):
+        source = secrets.get(f"storage.{key}")
+        if source is not None and source.value is None:
+            errors.append(f"storage.{key}: {source.error}")
+        resolved[key] = source.value if source is not None else None
+    if tree["backend"] == "postgres" and "dsn" not in tree["postgres"]:
+        errors.append('storage.postgres.dsn: required when storage.backend is "postgres"')
+    sqlite, postgres, redis, ret = tree["sqlite"], tree["postgres"], tree["redis"], tree["retention"]
+    return StorageSettings(
+        backend=tree["backend"],
+        sqlite_path=resolve_config_path(config_dir, sqlite["path"]),
+        durability=sqlite["durability"],
+        group_commit_ms=float(sqlite["groupCommitMs"]),
+        busy_timeout_ms=sqlite["busyTimeoutMs"],
+        postgres_dsn=resolved["postgres.dsn"],
+        postgres_pool_size=postgres["poolSize"],
+        postgres_schema=postgres["schema"],
+        redis_url=resolved["redis.url"],
+        redis_prefix=redis["prefix"],
+        lease_seconds=float(tree["leaseSeconds"]),
+        retention=RetentionSettings(
+            task_days=ret["taskDays"],
+            lost_task_days=ret["lostTaskDays"],
+            flow_days=ret["flowDays"],
+            run_days=ret["runDays"],
+            delivery_days=ret["deliveryDays"],
+            event_days=ret["eventDays"],
+            sweep_seconds=ret["sweepSeconds"],
+        ),
+    )
+
+
+_CHANNEL_COMMON = ("enabled", "defaultTo", "retry")
+
+
+def _channels(
+    tree: Mapping[str, Any], config_dir: str, secrets: Mapping[str, SecretSource]
+) -> tuple[ChannelSettings, ...]:
+    out: list[ChannelSettings] = []
+    for cid, cfg in tree.items():
+        schema = CHANNEL_SCHEMAS[cid]
+        options: dict[str, Any] = {}
+        channel_secrets: dict[str, SecretSource] = {}
+        for key, value in cfg.items():
+            if key in _CHANNEL_COMMON:
+                continue
+            node = schema.fields[key].node
+            if isinstance(node, Secret):
+                channel_secrets[key] = secrets[f"channels.{cid}.{key}"]
+            elif isinstance(node, Map) and isinstance(node.value, Secret):
+                for target in value:
+                    channel_secrets[f"{key}.{target}"] = secrets[f"channels.{cid}.{key}.{target}"]
+            else:
+                options[key] = value
+        if cid == "file" and isinstance(options.get("path"), str):
+            options["path"] = resolve_config_path(config_dir, options["path"])
+        out.append(
+            ChannelSettings(
+                id=cid,
+                enabled=cfg["enabled"],
+                default_to=cfg.get("defaultTo"),
+                retry_max_attempts=cfg["retry"]["maxAttempts"],
+                options=options,
+                secrets=channel_secrets,
+            )
+        )
+    return tuple(out)
+
+
+def _dedupe(lines: list[str]) -> list[str]:
+    return list(dict.fromkeys(lines))
+
+
+def settings_from_tree(
+    raw: Any, config_path: str | None, config_dir: str, environ: Mapping[str, str]
+) -> Settings:
+    """Validate an already-parsed config tree and build the resolved ``Settings``."""
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{config_path or 'config'}: expected object, got {json_type(raw)}"])
+    errors: list[str] = []
+    substituted = substitute_env(raw, "", environ, errors)
+    ctx = Context()
+    tree = CONFIG.check(substituted, "", ctx)
+    errors.extend(ctx.errors)
+    if errors or tree is INVALID:
+        raise ConfigError(_dedupe(errors))
+    secrets = resolve_secret_inputs(ctx.secrets, tree["secrets"], environ)
+    warnings: list[str] = []
+    gateway = _gateway(tree["gateway"], secrets, errors)
+    storage = _storage(tree["storage"], config_dir, secrets, errors)
+    agents = build_agents(tree["agents"], secrets, errors)
+    channels = _channels(tree["channels"], config_dir, secrets)
+    hooks_ctx = HooksContext(
+        config_dir=config_dir,
+        secrets=secrets,
+        gateway_token=gateway.auth_token if gateway.auth_mode == "token" else None,
+        enabled_channels=[c.id for c in channels if c.enabled],
+    )
+    hooks = build_hooks(tree["hooks"], hooks_ctx)
+    errors.extend(hooks_ctx.errors)
+    warnings.extend(hooks_ctx.warnings)
+    routes_ctx = RoutesContext(
+        secrets=secrets, agents=agents, hooks_enabled=hooks.enabled, hooks_base_path=hooks.base_path
+    )
+    webhooks = build_webhooks(tree["plugins"], routes_ctx)
+    errors.extend(routes_ctx.errors)
+    warnings.extend(routes_ctx.warnings)
+    if errors:
+        raise ConfigError(_dedupe(errors))
+    return Settings(
+        config_path=config_path,
+        config_dir=config_dir,
+        gateway=gateway,
+        storage=storage,
+        agents=agents,
+        channels=channels,
+        hooks=hooks,
+        webhooks=webhooks,
+        effective=tree,
+        config_hash=config_hash(tree),
+        warnings=tuple(_dedupe(warnings)),
+        secret_inputs=tuple(secrets.values()),
+    )
+
+
+def load_settings(
+    path: str | None, environ: Mapping[str, str] | None = None, *, cwd: str | None = None
+) -> Settings:
+    """Read, validate and resolve the config at ``path`` (``None``: the empty config ``{}``).
+
+    Relative paths resolve against the file's directory (else ``cwd``, default the process cwd).
+    Raises ``ConfigError`` with every error line.
+    """
+    env = os.environ if environ is None else environ
+    base = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    if path is None:
+        settings = settings_from_tree({}, None, base, env)
+        return replace(settings, warnings=(NO_CONFIG_WARNING, *settings.warnings))
+    abs_path = os.path.abspath(os.path.join(base, path))
+    if not os.path.isfile(abs_path):
+        raise ConfigError([f"config file not found: {path}"])
+    return settings_from_tree(read_config_file(abs_path), abs_path, os.path.dirname(abs_path), env)

@@ -1,0 +1,141 @@
+"""System event queue (model.md §4.1) and wake requests (model.md §6.2) on a real SQLite file."""
+
+from __future__ import annotations
+
+from storetest import NOW, StoreFactory, sample
+
+from hookgate.obs.metrics import Metrics
+from hookgate.store.sqlite import SqliteStore
+
+MAIN = "agent:main:main"
+
+
+async def queue(
+    store: SqliteStore,
+    text: str,
+    *,
+    now: int = NOW,
+    wake: str | None = None,
+    key: str = MAIN,
+    agent: str = "main",
+) -> tuple[str, int]:
+    result = await store.queue_system_event(
+        session_key=key, agent_id=agent, text=text, now_ms=now, wake_reason=wake
+    )
+    return result.outcome, result.dropped
+
+
+async def test_queued_then_coalesced_only_against_newest_pending(store: SqliteStore) -> None:
+    assert await queue(store, "a") == ("queued", 0)
+    assert await queue(store, "a") == ("coalesced", 0)
+    assert await queue(store, "b") == ("queued", 0)
+    # "a" is pending but not the newest: stored again
+    assert await queue(store, "a") == ("queued", 0)
+    events = await store.list_events(agent_id="main")
+    assert [e.text for e in events] == ["a", "b", "a"]  # newest first
+    assert all(e.status == "pending" and e.failed_turns == 0 for e in events)
+    assert [e.seq for e in events] == sorted((e.seq for e in events), reverse=True)
+
+
+async def test_coalesce_ignores_non_pending_events(store: SqliteStore) -> None:
+    await queue(store, "x")
+
+    def consume(conn):  # type: ignore[no-untyped-def]
+        conn.execute("UPDATE system_events SET status = 'consumed'")
+
+    await store._write(consume)
+    assert await queue(store, "x") == ("queued", 0)
+
+
+async def test_empty_text_stores_nothing(store: SqliteStore) -> None:
+    assert await queue(store, "", wake="hook:wake") == ("empty", 0)
+    assert await store.list_events(status="all") == []
+    assert await store.get_session(MAIN) is None
+    assert await store.pending_heartbeat_requests("main") == 0
+
+
+async def test_21st_pending_event_drops_the_oldest(make_store: StoreFactory) -> None:
+    metrics = Metrics()
+    store = await make_store(metrics=metrics)
+    for i in range(20):
+        assert await queue(store, f"e{i}") == ("queued", 0)
+    assert await queue(store, "e20") == ("queued", 1)
+    pending = await store.list_events(status="pending", limit=100)
+    assert len(pending) == 20
+    assert pending[-1].text == "e1" and pending[0].text == "e20"
+    dropped = await store.list_events(status="dropped")
+    assert [e.text for e in dropped] == ["e0"]
+    assert len(await store.list_events(status="all", limit=100)) == 21
+    assert sample(metrics, "hookgate_system_events_total", outcome="dropped") == 1
+    assert sample(metrics, "hookgate_system_events_total", outcome="queued") == 21
+
+
+async def test_queues_are_per_session(store: SqliteStore) -> None:
+    for i in range(20):
+        await queue(store, f"m{i}")
+    assert await queue(store, "other", key="agent:hooks:main", agent="hooks") == ("queued", 0)
+    assert await queue(store, "m19", key="agent:hooks:main", agent="hooks") == ("queued", 0)
+    assert len(await store.list_events(agent_id="main", limit=100)) == 20
+    assert [e.text for e in await store.list_events(agent_id="hooks")] == ["m19", "other"]
+
+
+async def test_event_creates_the_session_once(store: SqliteStore) -> None:
+    await queue(store, "first", now=NOW)
+    session = await store.get_session(MAIN)
+    assert session is not None
+    assert (session.agent_id, session.created_at, session.updated_at) == ("main", NOW, NOW)
+    assert len(session.session_id) == 36 and session.spawned_by is None
+    await queue(store, "second", now=NOW + 5000)
+    again = await store.get_session(MAIN)
+    assert again is not None and again.session_id == session.session_id and again.created_at == NOW
+
+
+async def test_wake_records_request_and_pulls_due_time(store: SqliteStore) -> None:
+    assert await store.get_heartbeat_schedule("main") is None
+    await queue(store, "wake 1", now=NOW, wake="hook:wake")
+    schedule = await store.get_heartbeat_schedule("main")
+    assert schedule is not None and schedule.due_at == NOW + 250
+    assert await store.pending_heartbeat_requests("main") == 1
+
+    # a later wake never pushes the due time back: min(current, now + 250)
+    await queue(store, "wake 2", now=NOW + 100, wake="hook:wake")
+    schedule = await store.get_heartbeat_schedule("main")
+    assert schedule is not None and schedule.due_at == NOW + 250
+
+    # a coalesced event still records its wake request
+    assert await queue(store, "wake 2", now=NOW + 120, wake="hook:wake") == ("coalesced", 0)
+    assert await store.pending_heartbeat_requests("main") == 3
+
+    # a due time far in the future is pulled in
+    def push_due(conn):  # type: ignore[no-untyped-def]
+        conn.execute("UPDATE heartbeat_schedule SET due_at = ? WHERE agent_id = 'main'", (NOW + 3_600_000,))
+
+    await store._write(push_due)
+    await queue(store, "wake 3", now=NOW + 1000, wake="hook:wake")
+    schedule = await store.get_heartbeat_schedule("main")
+    assert schedule is not None and schedule.due_at == NOW + 1250
+
+
+async def test_wake_on_a_schedule_without_due_time(store: SqliteStore) -> None:
+    def disabled(conn):  # type: ignore[no-untyped-def]
+        conn.execute("INSERT INTO heartbeat_schedule (agent_id, due_at, updated_at) VALUES ('main', NULL, 0)")
+
+    await store._write(disabled)
+    await queue(store, "now", now=NOW, wake="hook:wake")
+    schedule = await store.get_heartbeat_schedule("main")
+    assert schedule is not None and schedule.due_at == NOW + 250
+
+
+async def test_next_heartbeat_mode_records_no_request(store: SqliteStore) -> None:
+    await queue(store, "later", wake=None)
+    assert await store.pending_heartbeat_requests("main") == 0
+    assert await store.get_heartbeat_schedule("main") is None
+
+
+async def test_list_events_filters_and_limit(store: SqliteStore) -> None:
+    for i in range(5):
+        await queue(store, f"e{i}")
+    assert [e.text for e in await store.list_events(limit=2)] == ["e4", "e3"]
+    assert await store.list_events(agent_id="nobody") == []
+    assert await store.list_events(status="consumed") == []
+    assert all(e.agent_id == "main" and e.session_key == MAIN for e in await store.list_events())

@@ -1,0 +1,177 @@
+"""Opening, locking, migrating, reopening and crashing a real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from storetest import NOW, StoreFactory
+
+from hookgate.config.settings import StorageSettings
+from hookgate.store import StoreOpenError, open_store
+from hookgate.store.sqlite import SqliteStore
+from hookgate.store.sqlite.schema import LATEST_VERSION, parse_named_queries
+
+
+async def test_second_serve_open_is_refused_cli_open_works(tmp_path: Path, make_store: StoreFactory) -> None:
+    path = tmp_path / "hookgate.db"
+    serve = await make_store(path=path)
+    second = SqliteStore(path)
+    with pytest.raises(StoreOpenError) as info:
+        await second.open("serve")
+    assert str(info.value) == f"database {path} is in use by another hookgate serve process"
+
+    cli = await make_store(path=path, role="cli")
+    await serve.queue_system_event(
+        session_key="agent:main:main", agent_id="main", text="hi", now_ms=NOW, wake_reason=None
+    )
+    assert [e.text for e in await cli.list_events()] == ["hi"]
+    await cli.queue_system_event(
+        session_key="agent:main:main", agent_id="main", text="from cli", now_ms=NOW, wake_reason=None
+    )
+    assert [e.text for e in await serve.list_events()] == ["from cli", "hi"]
+
+    await serve.close()
+    again = await make_store(path=path)  # the lock is released on close
+    assert await again.ping()
+
+
+async def test_lock_file_is_next_to_the_database(tmp_path: Path, make_store: StoreFactory) -> None:
+    await make_store()
+    assert (tmp_path / "hookgate.db.lock").exists()
+
+
+async def test_schema_newer_than_code_refuses_to_open(tmp_path: Path, make_store: StoreFactory) -> None:
+    path = tmp_path / "hookgate.db"
+    store = await make_store(path=path)
+    await store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 0)",
+            (LATEST_VERSION + 5,),
+        )
+    conn.close()
+    newer = SqliteStore(path)
+    with pytest.raises(StoreOpenError) as info:
+        await newer.open()
+    assert str(info.value) == (
+        f"database schema version {LATEST_VERSION + 5} is newer than this hookgate ({LATEST_VERSION})"
+    )
+    # the failed open released the serve lock: a retry fails on the schema again, not on the lock
+    with pytest.raises(StoreOpenError, match="newer than this hookgate"):
+        await SqliteStore(path).open()
+
+
+async def test_migrations_recorded_once(tmp_path: Path, make_store: StoreFactory) -> None:
+    store = await make_store()
+    await store.close()
+    store = await make_store()
+    rows = await store._read(lambda c: c.execute("SELECT version FROM schema_migrations").fetchall())
+    assert rows == [(v,) for v in range(1, LATEST_VERSION + 1)]
+    pragmas = await store._read(
+        lambda c: (
+            c.execute("PRAGMA journal_mode").fetchone()[0],
+            c.execute("PRAGMA foreign_keys").fetchone()[0],
+        )
+    )
+    assert pragmas == ("wal", 1)
+
+
+async def test_unopenable_path_is_a_store_open_error(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "missing-dir" / "hookgate.db")
+    with pytest.raises(StoreOpenError):
+        await store.open("cli")
+
+
+async def test_data_survives_close_and_reopen(tmp_path: Path, make_store: StoreFactory) -> None:
+    from hookgate.store import IdempotencyClaim, NewRun
+
+    store = await make_store(durability="normal")
+    await store.queue_system_event(
+        session_key="agent:main:main", agent_id="main", text="kept", now_ms=NOW, wake_reason="hook:wake"
+    )
+    run = NewRun("r1", "hook", "main", "agent:main:hook:x", "X", {"message": "m"}, NOW)
+    await store.enqueue_hook_run(run, IdempotencyClaim("idem", NOW + 300_000))
+    await store.close()
+    reopened = await make_store()
+    assert [e.text for e in await reopened.list_events()] == ["kept"]
+    assert await reopened.pending_heartbeat_requests("main") == 1
+    replay = await reopened.enqueue_hook_run(
+        NewRun("r2", "hook", "main", "agent:main:hook:x", "X", {}, NOW + 1),
+        IdempotencyClaim("idem", NOW + 300_001),
+    )
+    assert (replay.run_id, replay.replayed) == ("r1", True)
+
+
+async def test_open_store_factory(tmp_path: Path) -> None:
+    store = open_store(StorageSettings(sqlite_path=str(tmp_path / "f.db"), durability="normal"))
+    assert isinstance(store, SqliteStore) and store.durability == "normal"
+    await store.open("cli")
+    try:
+        assert await store.ping()
+    finally:
+        await store.close()
+    with pytest.raises(NotImplementedError, match="postgres"):
+        open_store(StorageSettings(backend="postgres", postgres_dsn="postgresql://x"))
+
+
+def test_named_queries_parse() -> None:
+    queries = parse_named_queries("-- name: a\nSELECT 1;\n\n-- name: b_2\n-- note\nSELECT 2;\n")
+    assert queries == {"a": "SELECT 1;", "b_2": "-- note\nSELECT 2;"}
+    with pytest.raises(ValueError, match="duplicate"):
+        parse_named_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+
+
+_CRASHER = textwrap.dedent("""
+    import asyncio, os, signal, sys
+    from hookgate.store.sqlite import SqliteStore
+
+    async def main(path, durability):
+        store = SqliteStore(path, durability=durability)
+        await store.open("serve")
+        async def writer(i):
+            n = 0
+            while True:
+                n += 1
+                text = f"w{i}-{n}"
+                await store.queue_system_event(session_key=f"agent:a{i}:main", agent_id=f"a{i}",
+                                               text=text, now_ms=n, wake_reason=None)
+                os.write(1, (text + "\\n").encode())  # acknowledged: committed before this line
+                if i == 0 and n == 300:
+                    os.kill(os.getpid(), signal.SIGKILL)
+        await asyncio.gather(*(writer(i) for i in range(16)))
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+""")
+
+
+@pytest.mark.parametrize("durability", ["full", "normal"])
+async def test_acknowledged_writes_survive_sigkill(
+    tmp_path: Path, make_store: StoreFactory, durability: str
+) -> None:
+    path = tmp_path / "crash.db"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _CRASHER,
+        str(path),
+        durability,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3] / "src")},
+    )
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == -signal.SIGKILL, stderr.decode()
+    acknowledged = stdout.decode().split()
+    assert len(acknowledged) >= 300
+
+    store = await make_store(path=path)  # the dead process's lock is gone
+    stored = await store._read(lambda c: {row[0] for row in c.execute("SELECT text FROM system_events")})
+    missing = [t for t in acknowledged if t not in stored]
+    assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:5]}"

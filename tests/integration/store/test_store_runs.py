@@ -1,0 +1,107 @@
+"""Hook runs with durable idempotency (hooks.md §5.4) and run listing."""
+
+from __future__ import annotations
+
+import asyncio
+
+from storetest import NOW
+
+from hookgate.store import IdempotencyClaim, NewRun
+from hookgate.store.sqlite import SqliteStore
+
+KEY = "agent:hooks:hook:github"
+
+
+def new_run(run_id: str, *, created_at: int = NOW, kind: str = "hook", agent: str = "hooks") -> NewRun:
+    return NewRun(
+        run_id=run_id,
+        kind=kind,
+        agent_id=agent,
+        session_key=KEY,
+        name="GitHub",  # type: ignore[arg-type]
+        inputs={"message": "hi", "deliver": True, "timeoutSeconds": None},
+        created_at=created_at,
+    )
+
+
+async def test_enqueue_stores_a_queued_run(store: SqliteStore) -> None:
+    result = await store.enqueue_hook_run(new_run("r1"), None)
+    assert (result.run_id, result.replayed) == ("r1", False)
+    run = await store.get_run("r1")
+    assert run is not None
+    assert (run.kind, run.agent_id, run.session_key, run.name) == ("hook", "hooks", KEY, "GitHub")
+    assert (run.status, run.attempt, run.created_at) == ("queued", 1, NOW)
+    assert run.inputs == {"message": "hi", "deliver": True, "timeoutSeconds": None}
+    assert run.started_at is None and run.reply is None and run.leased_by is None
+    assert len(run.session_id) == 36
+    session = await store.get_session(KEY)
+    assert session is not None and session.agent_id == "hooks"
+    assert await store.get_run("missing") is None
+
+
+async def test_each_run_gets_a_fresh_session_id(store: SqliteStore) -> None:
+    await store.enqueue_hook_run(new_run("r1"), None)
+    await store.enqueue_hook_run(new_run("r2"), None)
+    r1, r2 = await store.get_run("r1"), await store.get_run("r2")
+    assert r1 is not None and r2 is not None and r1.session_id != r2.session_id
+
+
+async def test_live_record_replays_original_run(store: SqliteStore) -> None:
+    claim = IdempotencyClaim("k" * 64, expires_at=NOW + 300_000)
+    first = await store.enqueue_hook_run(new_run("r1"), claim)
+    assert (first.run_id, first.replayed) == ("r1", False)
+    replay = await store.enqueue_hook_run(new_run("r2", created_at=NOW + 299_999), claim)
+    assert (replay.run_id, replay.replayed) == ("r1", True)
+    assert await store.get_run("r2") is None
+
+
+async def test_expired_record_is_replaced(store: SqliteStore) -> None:
+    claim = IdempotencyClaim("k1", expires_at=NOW + 300_000)
+    await store.enqueue_hook_run(new_run("r1"), claim)
+    later = IdempotencyClaim("k1", expires_at=NOW + 600_000)
+    result = await store.enqueue_hook_run(new_run("r2", created_at=NOW + 300_000), later)
+    assert (result.run_id, result.replayed) == ("r2", False)
+    replay = await store.enqueue_hook_run(new_run("r3", created_at=NOW + 400_000), later)
+    assert (replay.run_id, replay.replayed) == ("r2", True)
+
+
+async def test_different_key_gives_a_new_run(store: SqliteStore) -> None:
+    await store.enqueue_hook_run(new_run("r1"), IdempotencyClaim("k1", NOW + 300_000))
+    result = await store.enqueue_hook_run(new_run("r2"), IdempotencyClaim("k2", NOW + 300_000))
+    assert (result.run_id, result.replayed) == ("r2", False)
+
+
+async def test_concurrent_duplicates_start_one_run(store: SqliteStore) -> None:
+    claim = IdempotencyClaim("dup", NOW + 300_000)
+    results = await asyncio.gather(*(store.enqueue_hook_run(new_run(f"r{i}"), claim) for i in range(50)))
+    assert len({r.run_id for r in results}) == 1
+    assert sum(not r.replayed for r in results) == 1
+    assert len(await store.list_runs(limit=100)) == 1
+
+
+async def test_sweep_deletes_only_expired_records(store: SqliteStore) -> None:
+    await store.enqueue_hook_run(new_run("r1"), IdempotencyClaim("old", NOW + 1000))
+    await store.enqueue_hook_run(new_run("r2"), IdempotencyClaim("new", NOW + 5000))
+    assert await store.sweep(NOW + 1000) == 1
+    assert await store.sweep(NOW + 1000) == 0
+    replay = await store.enqueue_hook_run(new_run("r3", created_at=NOW + 2000), IdempotencyClaim("new", 0))
+    assert replay.replayed and replay.run_id == "r2"
+    assert await store.get_run("r1") is not None  # runs are not swept with their records
+
+
+async def test_list_runs_filters_newest_first(store: SqliteStore) -> None:
+    await store.enqueue_hook_run(new_run("a", created_at=NOW), None)
+    await store.enqueue_hook_run(new_run("b", created_at=NOW + 10, kind="task"), None)
+    await store.enqueue_hook_run(new_run("c", created_at=NOW + 20, agent="main"), None)
+
+    def start_b(conn):  # type: ignore[no-untyped-def]
+        conn.execute("UPDATE runs SET status = 'running' WHERE run_id = 'b'")
+
+    await store._write(start_b)
+    assert [r.run_id for r in await store.list_runs()] == ["c", "b", "a"]
+    assert [r.run_id for r in await store.list_runs(agent_id="hooks")] == ["b", "a"]
+    assert [r.run_id for r in await store.list_runs(kind="task")] == ["b"]
+    assert [r.run_id for r in await store.list_runs(statuses=["queued"])] == ["c", "a"]
+    assert [r.run_id for r in await store.list_runs(statuses=["running", "ok"])] == ["b"]
+    assert [r.run_id for r in await store.list_runs(since_ms=NOW + 10)] == ["c", "b"]
+    assert [r.run_id for r in await store.list_runs(limit=1)] == ["c"]

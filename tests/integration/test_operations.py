@@ -1,0 +1,225 @@
+"""Health, readiness, metrics, common headers, client IP, reload, shutdown and durability (README §5–§7, §9)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import signal
+import sqlite3
+import time
+
+import httpx
+import pytest
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, raw_request
+
+
+def test_health_and_ready(gateway: RunningGateway) -> None:
+    with gateway.client() as c:
+        for path in ("/healthz", "/health"):
+            r = c.get(path)
+            assert r.status_code == 200 and r.content == b'{"ok":true,"status":"live"}'
+        for path in ("/readyz", "/ready"):
+            r = c.get(path)
+            body = r.json()
+            assert r.status_code == 200
+            assert list(body) == ["ready", "failing", "uptimeMs", "configHash"]
+            assert body["ready"] is True and body["failing"] == [] and isinstance(body["uptimeMs"], int)
+            assert len(body["configHash"]) == 16
+        head = c.head("/healthz")
+        assert head.status_code == 200 and head.content == b""
+        r = c.post("/healthz")
+        assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD"
+        assert r.content == b'{"ok":false,"error":"Method Not Allowed"}'
+
+
+def test_config_hash_matches_cli_and_ignores_secrets(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory()
+    with gw.client() as c:
+        ready_hash = c.get("/readyz").json()["configHash"]
+    shown = json.loads(gw.cli("config", "show").stdout)
+    assert shown["configHash"] == ready_hash
+    assert shown["hooks"]["token"] == "[redacted]"
+
+
+def test_common_headers_and_request_id(gateway_factory: GatewayFactory) -> None:
+    cfg = hooks_config()
+    cfg["gateway"] = {"http": {"securityHeaders": {"strictTransportSecurity": "max-age=63072000"}}}
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        for r in (c.get("/healthz"), c.post("/nowhere"), c.post("/hooks/wake", json={"text": "a"}, headers=AUTH)):
+            assert r.headers["x-content-type-options"] == "nosniff"
+            assert r.headers["referrer-policy"] == "no-referrer"
+            assert r.headers["cache-control"] == "no-store"
+            assert r.headers["strict-transport-security"] == "max-age=63072000"
+            assert r.headers["content-type"] == "application/json; charset=utf-8"
+            assert 1 <= len(r.headers["x-request-id"]) <= 128
+        assert c.get("/healthz", headers={"X-Request-Id": "abc.DEF:1-2_3"}).headers["x-request-id"] == "abc.DEF:1-2_3"
+        bad = c.get("/healthz", headers={"X-Request-Id": "no spaces allowed"}).headers["x-request-id"]
+        assert bad != "no spaces allowed"
+        r = c.post("/nowhere")
+        assert r.status_code == 404 and r.content == b'{"ok":false,"error":"Not Found"}'
+
+
+def test_metrics_open_and_token_protected(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory()
+    with gw.client() as c:
+        c.post("/hooks/wake", json={"text": "a"}, headers=AUTH)
+        c.post("/hooks/wake", json={"text": "a"}, headers={"Authorization": "Bearer wrong"})
+        r = c.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    text = r.text
+    assert 'hookgate_requests_total{route="wake",status="200",surface="hooks"} 1.0' in text
+    assert 'hookgate_auth_failures_total{route="wake",surface="hooks"} 1.0' in text
+    assert 'hookgate_system_events_total{outcome="queued"} 1.0' in text
+    assert "hookgate_ingest_latency_seconds_bucket" in text
+    assert "hookgate_store_commit_seconds_bucket" in text and "hookgate_store_group_size_bucket" in text
+    assert "hookgate_build_info{" in text and "process_resident_memory_bytes" in text
+    gw.stop()
+
+    cfg = hooks_config()
+    cfg["gateway"] = {"auth": {"mode": "token", "token": "metrics-token"}}
+    gw2 = gateway_factory(cfg)
+    with gw2.client() as c:
+        assert c.get("/metrics").status_code == 401
+        assert c.get("/metrics", headers={"Authorization": "Bearer nope"}).content == b'{"ok":false,"error":"Unauthorized"}'
+        assert c.get("/metrics", headers={"Authorization": "Bearer metrics-token"}).status_code == 200
+        assert c.get("/healthz").status_code == 200  # only /metrics is protected
+
+
+def test_trusted_proxy_client_ip_keys_the_throttle(gateway_factory: GatewayFactory) -> None:
+    cfg = hooks_config(authThrottle={"maxFailures": 2, "windowSeconds": 60, "lockoutSeconds": 60})
+    cfg["gateway"] = {"trustedProxies": ["127.0.0.0/8"]}
+    gw = gateway_factory(cfg)
+    wrong = {"Authorization": "Bearer wrong"}
+    with gw.client() as c:
+        for _ in range(2):
+            c.post("/hooks/wake", json={}, headers={**wrong, "X-Forwarded-For": "198.51.100.1"})
+        assert c.post("/hooks/wake", json={}, headers={**wrong, "X-Forwarded-For": "198.51.100.1"}).status_code == 429
+        # same proxy, another forwarded client: its own budget
+        assert c.post("/hooks/wake", json={}, headers={**wrong, "X-Forwarded-For": "198.51.100.2"}).status_code == 401
+        # mapped IPv6 form of the same client shares the budget
+        r = c.post("/hooks/wake", json={}, headers={**wrong, "X-Forwarded-For": "::ffff:198.51.100.1"})
+        assert r.status_code == 429
+    time.sleep(0.3)
+    lines = [e for e in gw.log_events() if e.get("event") == "http.request" and e.get("status") == 429]
+    assert {e["client_ip"] for e in lines} == {"198.51.100.1"}
+
+
+def test_logs_never_contain_tokens_or_bodies(gateway: RunningGateway) -> None:
+    with gateway.client() as c:
+        c.post("/hooks/wake", json={"text": "TOP-SECRET-WAKE-TEXT"}, headers=AUTH)
+        c.post("/hooks/agent", json={"message": "TOP-SECRET-MESSAGE"}, headers=AUTH)
+        c.post("/hooks/wake", json={"text": "x"}, headers={"Authorization": "Bearer WRONG-TOKEN-VALUE"})
+        c.post("/hooks/wake?token=QUERY-TOKEN-VALUE", json={"text": "x"})
+    gateway.stop()
+    log = gateway.stderr()
+    for secret in ("hook-secret", "TOP-SECRET", "WRONG-TOKEN-VALUE", "QUERY-TOKEN-VALUE"):
+        assert secret not in log
+    access = [e for e in gateway.log_events() if e.get("event") == "http.request"]
+    assert len(access) == 4
+    first = access[0]
+    for key in ("ts", "level", "instance", "request_id", "surface", "route", "client_ip", "method", "path",
+                "status", "duration_ms", "body_bytes", "body_sha256"):
+        assert key in first, key
+    assert first["path"] == "/hooks/wake" and len(first["body_sha256"]) == 16
+
+
+def test_sighup_reload_applies_valid_and_keeps_old_on_invalid(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory()
+    with gw.client() as c:
+        old_hash = c.get("/readyz").json()["configHash"]
+        gw.config_path.write_text(json.dumps(hooks_config(path="/in")))
+        gw.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while c.get("/readyz").json()["configHash"] == old_hash and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.post("/in/wake", json={"text": "a"}, headers=AUTH).status_code == 200
+        assert c.post("/hooks/wake", json={"text": "a"}, headers=AUTH).status_code == 404
+        new_hash = c.get("/readyz").json()["configHash"]
+        gw.config_path.write_text('{hooks: {enabled: true, tokn: "x"}}')
+        gw.signal(signal.SIGHUP)
+        failed = gw.wait_log("config.reload_failed")
+        assert any("hooks.tokn: unknown key" in line for line in failed["errors"])
+        assert c.get("/readyz").json()["configHash"] == new_hash
+        assert c.post("/in/wake", json={"text": "b"}, headers=AUTH).status_code == 200
+
+
+def test_reload_of_port_needs_restart(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory()
+    cfg = hooks_config()
+    cfg["gateway"] = {"port": 1}
+    gw.config_path.write_text(json.dumps(cfg))
+    gw.signal(signal.SIGHUP)
+    entry = gw.wait_log("config.reload_restart_required")
+    assert entry["keys"] == ["gateway.port"]
+    with gw.client() as c:
+        assert c.get("/healthz").status_code == 200
+
+
+def test_sigterm_drains_in_flight_request_and_exits_zero(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(hooks_config(bodyTimeoutSeconds=10))
+    head = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hook-secret\r\n"
+            b"Content-Length: 14\r\n\r\n{\"text\":")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(raw_request, gw.port, head, send_delay=0.8, rest=b'"bye"}')
+        time.sleep(0.3)
+        gw.signal(signal.SIGTERM)
+        data, _ = fut.result(timeout=10)
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert b"connection: close" in data.lower()
+    assert gw.proc is not None and gw.proc.wait(10) == 0
+    events = [e.get("event") for e in gw.log_events()]
+    assert "shutdown.started" in events and "shutdown.completed" in events
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(gw.url + "/healthz")
+
+
+def test_second_serve_on_same_database_refuses(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory()
+    second = gw.cli("serve", "--port", "0")
+    assert second.returncode != 0
+    assert f"database {gw.workdir / 'hookgate.db'} is in use by another hookgate serve process" in second.stderr
+
+
+def test_kill9_loses_nothing_acknowledged(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory()
+    acked_events: set[str] = set()
+    acked_runs: dict[str, str] = {}
+
+    def fire(i: int) -> None:
+        with gw.client() as c:
+            for j in range(40):
+                n = i * 1000 + j
+                try:
+                    if n % 2:
+                        r = c.post("/hooks/wake", json={"text": f"event {n}", "mode": "next-heartbeat"}, headers=AUTH)
+                        if r.status_code == 200:
+                            acked_events.add(f"event {n}")
+                    else:
+                        r = c.post("/hooks/agent", json={"message": f"run {n}"},
+                                   headers={**AUTH, "Idempotency-Key": f"key-{n}"})
+                        if r.status_code == 200:
+                            acked_runs[f"key-{n}"] = r.json()["runId"]
+                except httpx.HTTPError:
+                    return
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(fire, i) for i in range(8)]
+        time.sleep(0.4)
+        gw.kill9()
+        for f in futures:
+            f.result()
+    assert acked_events and acked_runs
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        stored_events = {row[0] for row in conn.execute("SELECT text FROM system_events")}
+        stored_runs = {row[0] for row in conn.execute("SELECT run_id FROM runs")}
+    # at most 20 events stay pending per session; dropped ones are still stored rows
+    assert acked_events <= stored_events
+    assert set(acked_runs.values()) <= stored_runs
+    gw.start()
+    with gw.client() as c:
+        for key, run_id in list(acked_runs.items())[:20]:
+            n = int(key.split("-")[1])
+            r = c.post("/hooks/agent", json={"message": f"run {n}"}, headers={**AUTH, "Idempotency-Key": key})
+            assert r.json()["runId"] == run_id

@@ -1,0 +1,323 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from hookgate.config.agents import parse_every
+
+if TYPE_CHECKING:
+    from conftest import Kit
+
+R = "plugins.entries.webhooks.config.routes"
+
+
+# --- agents ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [("0", 0), ("30m", 1800), ("45s", 45), ("2h", 7200), ("1d", 86400)]
+)
+def test_parse_every(raw: str, seconds: int) -> None:
+    assert parse_every(raw) == seconds
+
+
+@pytest.mark.parametrize("raw", ["", "5", "1w", "m", "-1m", "1.5h", "0m0"])
+def test_parse_every_rejects(raw: str) -> None:
+    assert parse_every(raw) is None
+
+
+def test_agents_defaults_and_merge(kit: Kit) -> None:
+    s = kit.load(
+        {
+            "agents": {
+                "defaults": {
+                    "runtime": {"kind": "openai", "apiKey": "k"},
+                    "model": "openai/gpt",
+                    "heartbeat": {"every": "1h", "ackMaxChars": 10, "prompt": "p"},
+                    "systemPrompt": "sys",
+                    "timeoutSeconds": 60,
+                    "historyMessages": 0,
+                    "maxConcurrentRuns": 2,
+                    "envelopeTimezone": "utc",
+                },
+                "list": [
+                    {"id": " First ", "heartbeat": {"every": "0"}},
+                    {
+                        "id": "Second",
+                        "default": True,
+                        "runtime": {"kind": "echo"},
+                        "timeoutSeconds": 5,
+                        "name": "Two",
+                    },
+                ],
+            }
+        }
+    )
+    a = s.agents
+    assert [x.id for x in a.agents] == ["first", "second"]
+    assert a.default_agent_id == "second"
+    assert a.known_ids == {"first", "second"}
+    first, second = a.agents
+    assert first.runtime == {
+        "kind": "openai",
+        "baseUrl": "https://api.openai.com/v1",
+        "headers": {},
+        "requestTimeoutSeconds": 120,
+    }
+    assert first.runtime_secrets["apiKey"].value == "k"
+    assert first.runtime_secrets["apiKey"].key_path == "agents.defaults.runtime.apiKey"
+    assert (first.heartbeat.every_seconds, first.heartbeat.ack_max_chars, first.heartbeat.prompt) == (
+        0,
+        10,
+        "p",
+    )
+    assert (first.model, first.system_prompt, first.timeout_seconds, first.thinking) == (
+        "openai/gpt",
+        "sys",
+        60,
+        "off",
+    )
+    assert second.runtime == {"kind": "echo"} and second.runtime_secrets == {}
+    assert (second.timeout_seconds, second.name, second.heartbeat.every_seconds) == (5, "Two", 3600)
+    assert (a.history_messages, a.max_concurrent_runs, a.envelope_timezone) == (0, 2, "utc")
+
+
+def test_default_agent_is_first_without_flag(kit: Kit) -> None:
+    assert kit.load({"agents": {"list": [{"id": "ops"}, {"id": "main"}]}}).agents.default_agent_id == "ops"
+
+
+def test_agents_errors(kit: Kit) -> None:
+    lines = kit.errors(
+        {
+            "agents": {
+                "defaults": {"envelopeTimezone": "Mars/Olympus"},
+                "list": [
+                    {"id": "a", "default": True},
+                    {"id": "A", "default": True},
+                    {"id": "b", "heartbeat": {"every": "5x"}},
+                    {"name": "no id"},
+                    {"id": "c", "runtime": {"kind": "anthropic"}},
+                    {"id": "d", "runtime": {"kind": "command", "command": ["rel/bin"]}},
+                ],
+            }
+        }
+    )
+    assert lines == ["agents.list[3].id: required"]
+    del_id = kit.errors(
+        {
+            "agents": {
+                "defaults": {"envelopeTimezone": "Mars/Olympus"},
+                "list": [
+                    {"id": "a", "default": True},
+                    {"id": "A", "default": True},
+                    {"id": "b", "heartbeat": {"every": "5x"}},
+                    {"id": "c", "runtime": {"kind": "anthropic"}},
+                    {"id": "d", "runtime": {"kind": "command", "command": ["rel/bin"]}},
+                ],
+            }
+        }
+    )
+    assert del_id == [
+        'agents.list[3].runtime.apiKey: required for runtime kind "anthropic"',
+        "agents.list[4].runtime.command[0]: must be an absolute path",
+        "agents.list[1].id: duplicates agents.list[0].id (a)",
+        'agents.list[2].heartbeat.every: invalid interval "5x" (expected <integer><s|m|h|d> or 0)',
+        "agents.list: only one agent may set default: true",
+        'agents.defaults.envelopeTimezone: unknown time zone "Mars/Olympus"',
+    ]
+
+
+def test_runtime_schema(kit: Kit) -> None:
+    assert kit.errors({"agents": {"defaults": {"runtime": {"kind": "gpt"}}}}) == [
+        'agents.defaults.runtime.kind: expected one of "echo", "openai", "anthropic", "command", got "gpt"'
+    ]
+    assert kit.errors({"agents": {"defaults": {"runtime": {"kind": "echo", "baseUrl": "x"}}}}) == [
+        "agents.defaults.runtime.baseUrl: unknown key"
+    ]
+    assert kit.errors({"agents": {"defaults": {"runtime": {}}}}) == ["agents.defaults.runtime.kind: required"]
+    s = kit.load(
+        {
+            "agents": {
+                "list": [
+                    {"id": "x", "runtime": {"kind": "anthropic", "apiKey": {"source": "env", "id": "AK"}}}
+                ]
+            }
+        }
+    )
+    key = s.agents.agents[0].runtime_secrets["apiKey"]
+    assert (key.value, key.error, key.source) == (
+        None,
+        'Environment variable "AK" is missing or empty.',
+        "env:default:AK",
+    )
+    assert s.agents.agents[0].runtime["maxTokens"] == 4096
+    m = kit.load({"agents": {"list": [{"id": "x", "model": {"primary": "a/b", "fallbacks": ["c/d"]}}]}})
+    assert m.agents.agents[0].model == {"primary": "a/b", "fallbacks": ["c/d"]}
+
+
+# --- routes ----------------------------------------------------------------------------------------
+
+
+def routes(routes: dict[str, Any], limits: dict[str, Any] | None = None, **plugin: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {"routes": routes}
+    if limits is not None:
+        config["limits"] = limits
+    return {"plugins": {"entries": {"webhooks": {**plugin, "config": config}}}}
+
+
+def test_route_defaults(kit: Kit) -> None:
+    s = kit.load(routes({"zapier": {"sessionKey": " Agent:Main:Main ", "secret": " s "}}))
+    (r,) = s.webhooks.routes
+    assert s.webhooks.enabled
+    assert (r.id, r.path, r.session_key, r.controller_id) == (
+        "zapier",
+        "/plugins/webhooks/zapier",
+        "agent:main:main",
+        "webhooks/zapier",
+    )
+    assert (r.auth.mode, r.auth.secrets, r.agent_id, r.execute, r.skipped_reason) == (
+        "legacy",
+        ("s",),
+        "main",
+        False,
+        None,
+    )
+    assert r.limits.rate_limit.max_requests == 120 and r.limits.max_in_flight == 8
+    assert r.limits.max_body_bytes == 262_144 and r.limits.body_timeout_seconds == 15
+    assert s.webhooks.idempotency_ttl_hours == 24
+
+
+def test_route_errors(kit: Kit) -> None:
+    lines = kit.errors(
+        {
+            "agents": {"list": [{"id": "main"}]},
+            **routes(
+                {
+                    "none": {"sessionKey": "s"},
+                    "both": {"sessionKey": "s", "secret": "x", "auth": {"secret": "y"}},
+                    "nokey": {"secret": "x", "sessionKey": "  "},
+                    "hdr": {"sessionKey": "s", "auth": {"mode": "hmac-sha256", "secret": "x"}},
+                    "hdr2": {"sessionKey": "s", "auth": {"mode": "header", "secret": "x", "header": " "}},
+                    "agent": {"sessionKey": "s", "secret": "x", "agentId": "Ghost"},
+                    "bad id!": {"sessionKey": "s", "secret": "x"},
+                }
+            ),
+        }
+    )
+    assert lines == [
+        f"{R}.none: secret or auth is required",
+        f"{R}.both: use either secret or auth, not both",
+        f"{R}.nokey.sessionKey: required",
+        f"{R}.hdr.auth.header: header is required for header and hmac-sha256 auth",
+        f"{R}.hdr2.auth.header: header is required for header and hmac-sha256 auth",
+        f'{R}.agent.agentId: unknown agent "Ghost"',
+        f"{R}.bad id!: invalid route id (expected ^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}$)",
+    ]
+
+
+def test_route_auth_settings(kit: Kit) -> None:
+    s = kit.load(
+        {
+            "agents": {"list": [{"id": "main"}, {"id": "ops"}]},
+            **routes(
+                {
+                    "a": {"sessionKey": "agent:ops:x", "auth": {"secret": "s1"}},
+                    "b": {
+                        "sessionKey": "s",
+                        "agentId": "OPS",
+                        "auth": {
+                            "mode": "hmac-sha256",
+                            "header": " X-Sig ",
+                            "prefix": "sha256=",
+                            "secrets": ["s1", "s2"],
+                        },
+                        "limits": {"maxInFlight": 2, "rateLimit": {"maxRequests": 5}},
+                        "execute": True,
+                    },
+                    "c": {
+                        "sessionKey": "agent:ghost:x",
+                        "auth": {"mode": "standard-webhooks", "secret": "whsec_x", "toleranceSeconds": 60},
+                    },
+                    "off": {"enabled": False},
+                },
+                limits={"rateLimit": {"windowSeconds": 10}, "maxBodyBytes": 100},
+            ),
+        }
+    )
+    a, b, c = s.webhooks.routes
+    assert (a.auth.mode, a.auth.prefix, a.auth.secrets, a.agent_id) == ("bearer", "Bearer", ("s1",), "ops")
+    assert (b.auth.mode, b.auth.header, b.auth.prefix, b.auth.secrets) == (
+        "hmac-sha256",
+        "x-sig",
+        "sha256=",
+        ("s1", "s2"),
+    )
+    assert (b.agent_id, b.execute) == ("ops", True)
+    assert (b.limits.rate_limit.window_seconds, b.limits.rate_limit.max_requests) == (10, 5)
+    assert (b.limits.max_in_flight, b.limits.max_body_bytes, b.limits.body_timeout_seconds) == (2, 100, 15)
+    assert (c.auth.mode, c.auth.tolerance_seconds, c.agent_id) == ("standard-webhooks", 60, "main")
+    assert s.webhooks.limits.rate_limit.window_seconds == 10
+    assert kit.errors(routes({"x": {"sessionKey": "s", "auth": {"secrets": []}}})) == [
+        f"{R}.x.auth.secrets: must have 1 to 5 entries"
+    ]
+    assert kit.errors(routes({"x": {"sessionKey": "s", "auth": {"secrets": ["a"] * 6}}})) == [
+        f"{R}.x.auth.secrets: must have 1 to 5 entries"
+    ]
+
+
+def test_route_secret_skipping(kit: Kit) -> None:
+    ref = {"source": "env", "id": "MISSING"}
+    s = kit.load(
+        routes(
+            {
+                "skip": {"sessionKey": "s", "secret": ref},
+                "partial": {"sessionKey": "s", "auth": {"secrets": [ref, "ok"]}},
+            }
+        )
+    )
+    skip, partial = s.webhooks.routes
+    assert skip.skipped_reason == 'Environment variable "MISSING" is missing or empty.'
+    assert skip.auth.secrets == ()
+    assert partial.skipped_reason is None and partial.auth.secrets == ("ok",)
+    assert s.warnings == (
+        'route skip: skipped (Environment variable "MISSING" is missing or empty.)',
+        f'{R}.partial.auth.secrets[0]: Environment variable "MISSING" is missing or empty.',
+    )
+
+
+def test_plugin_disabled_and_absent(kit: Kit) -> None:
+    assert not kit.load({}).webhooks.enabled
+    s = kit.load(routes({"x": {}}, enabled=False))
+    assert not s.webhooks.enabled and s.webhooks.routes == ()
+
+
+def test_route_path_conflicts(kit: Kit) -> None:
+    lines = kit.errors(
+        {
+            "hooks": {"enabled": True, "token": "t", "path": "/Hooks"},
+            **routes(
+                {
+                    "a": {"sessionKey": "s", "secret": "x", "path": "/shared/"},
+                    "b": {"sessionKey": "s", "secret": "x", "path": "SHARED"},
+                    "c": {"sessionKey": "s", "secret": "x", "path": "/hooks/c"},
+                    "d": {"sessionKey": "s", "secret": "x", "path": "/Metrics/x"},
+                    "e": {"sessionKey": "s", "secret": "x", "path": "/healthz"},
+                    "f": {"enabled": False, "path": "/shared"},
+                    "g": {"sessionKey": "s", "secret": {"source": "env", "id": "NOPE"}, "path": "/shared"},
+                }
+            ),
+        }
+    )
+    assert lines == [
+        f"{R}.b.path conflicts with routes.a.path (/SHARED).",
+        f"{R}.c.path conflicts with hooks.path (/Hooks).",
+        f"{R}.d.path conflicts with reserved path (/Metrics/x).",
+        f"{R}.e.path conflicts with reserved path (/healthz).",
+        f"{R}.g.path conflicts with routes.a.path (/shared).",
+    ]
+
+
+def test_route_under_disabled_hooks_path_is_fine(kit: Kit) -> None:
+    s = kit.load(routes({"c": {"sessionKey": "s", "secret": "x", "path": "/hooks/c"}}))
+    assert s.webhooks.routes[0].path == "/hooks/c"

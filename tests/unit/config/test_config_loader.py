@@ -1,0 +1,295 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from hookgate.config.loader import load_settings, locate_config
+from hookgate.errors import ConfigError
+
+if TYPE_CHECKING:
+    from conftest import Kit
+
+README_EXAMPLE = Path(__file__).with_name("readme_example.json5")
+README_ENV = {"HOOKGATE_GATEWAY_TOKEN": "gw-token", "HOOKGATE_HOOKS_TOKEN": "hooks-token"}
+
+
+# --- locating --------------------------------------------------------------------------------------
+
+
+def test_locate_flag_wins(kit: Kit, tmp_path: Path) -> None:
+    a = kit.write("{}", "a.json5")
+    kit.write("{}", "b.json5")
+    kit.write("{}")
+    assert locate_config(str(a), {"HOOKGATE_CONFIG": "b.json5"}, str(tmp_path)) == str(a)
+    assert locate_config(None, {"HOOKGATE_CONFIG": "b.json5"}, str(tmp_path)) == str(tmp_path / "b.json5")
+    assert locate_config(None, {}, str(tmp_path)) == str(tmp_path / "hookgate.json5")
+
+
+def test_locate_missing_paths(kit: Kit, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        locate_config("nope.json5", {}, str(tmp_path))
+    assert info.value.lines == ["config file not found: nope.json5"]
+    with pytest.raises(ConfigError) as info:
+        locate_config(None, {"HOOKGATE_CONFIG": "/no/such.json5"}, str(tmp_path))
+    assert info.value.lines == ["config file not found: /no/such.json5"]
+    assert locate_config(None, {}, str(tmp_path)) is None
+
+
+def test_empty_config_defaults(kit: Kit, tmp_path: Path) -> None:
+    s = load_settings(None, {}, cwd=str(tmp_path))
+    assert s.config_path is None
+    assert s.config_dir == str(tmp_path)
+    assert not s.hooks.enabled
+    assert s.webhooks.routes == ()
+    assert [a.id for a in s.agents.agents] == ["main"]
+    assert s.agents.default_agent_id == "main"
+    assert s.agents.agents[0].runtime == {"kind": "echo"}
+    assert s.storage.backend == "sqlite"
+    assert s.storage.sqlite_path == str(tmp_path / "hookgate.db")
+    assert s.gateway.port == 18789 and s.gateway.bind == "127.0.0.1"
+    assert s.hooks.transforms_dir == str(tmp_path / "hooks" / "transforms")
+    assert len(s.config_hash) == 16
+    assert s.warnings
+
+
+def test_load_missing_file(kit: Kit, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(str(tmp_path / "x.json5"), {})
+    assert info.value.lines == [f"config file not found: {tmp_path / 'x.json5'}"]
+
+
+def test_invalid_json5_and_non_object(kit: Kit, tmp_path: Path) -> None:
+    lines = kit.errors("{ hooks: ")
+    assert len(lines) == 1 and "invalid JSON5" in lines[0]
+    assert kit.errors("[1]") == [f"{tmp_path / 'hookgate.json5'}: expected object, got array"]
+
+
+def test_readme_example_loads(kit: Kit, tmp_path: Path) -> None:
+    s = kit.load(README_EXAMPLE.read_text(), README_ENV)
+    assert s.gateway.auth_token == "gw-token"
+    assert s.hooks.token == "hooks-token"
+    assert [m.id for m in s.hooks.mappings] == ["github", "gmail"]
+    assert s.hooks.allowed_agent_ids == frozenset({"main", "ops"})
+    assert [r.id for r in s.webhooks.routes] == ["zapier", "ci"]
+    ci = s.webhooks.routes[1]
+    assert ci.skipped_reason == 'Environment variable "CI_WEBHOOK_SECRET" is missing or empty.'
+    assert ci.agent_id == "ops" and ci.controller_id == "ci/nightly"
+    assert s.webhooks.routes[0].auth.secrets == ("zap-5f2b8c0e9d4a",)
+    ops = s.agents.get("ops")
+    assert ops is not None and ops.runtime["kind"] == "openai" and "apiKey" not in ops.runtime
+    assert ops.runtime_secrets["apiKey"].value is None
+    assert ops.heartbeat.every_seconds == 1800
+    tg = s.channel("telegram")
+    assert tg is not None and tg.default_to == "123456789" and tg.secrets["botToken"].value is None
+    assert s.storage.sqlite_path == str(tmp_path / "hookgate.db")
+    assert any(w.startswith("route ci: skipped") for w in s.warnings)
+    full = kit.load(README_EXAMPLE.read_text(), {**README_ENV, "CI_WEBHOOK_SECRET": "ci-s"})
+    assert full.webhooks.routes[1].skipped_reason is None
+    assert full.webhooks.routes[1].auth.secrets == ("ci-s",)
+
+
+# --- environment substitution ------------------------------------------------------------------------
+
+
+def test_env_substitution(kit: Kit, tmp_path: Path) -> None:
+    s = kit.load(
+        {
+            "gateway": {
+                "bind": "${HOST}",
+                "http": {"securityHeaders": {"strictTransportSecurity": "a$${B}c${N}"}},
+            }
+        },
+        {"HOST": "0.0.0.0", "N": "1"},
+    )
+    assert s.gateway.bind == "0.0.0.0"
+    assert s.gateway.strict_transport_security == "a${B}c1"
+
+
+def test_env_substitution_never_in_keys_and_unset(kit: Kit, tmp_path: Path) -> None:
+    lines = kit.errors(
+        {"gateway": {"bind": "${NOPE}", "trustedProxies": ["${ALSO_NOPE}"]}, "${KEY}": 1},
+        {"KEY": "x"},
+    )
+    assert lines == [
+        'gateway.bind: environment variable "NOPE" is not set',
+        'gateway.trustedProxies[0]: environment variable "ALSO_NOPE" is not set',
+        "${KEY}: unknown key",
+    ]
+
+
+def test_env_value_is_substituted_before_validation(kit: Kit, tmp_path: Path) -> None:
+    assert kit.errors({"hooks": {"path": "${P}", "maxBodyBytes": 1}}, {"P": "/metrics"}) == [
+        "hooks.path may not be a reserved path (/metrics)"
+    ]
+
+
+# --- strictness ------------------------------------------------------------------------------------
+
+
+def test_unknown_keys_all_reported(kit: Kit, tmp_path: Path) -> None:
+    lines = kit.errors(
+        {
+            "nope": 1,
+            "gateway": {"bnd": "x"},
+            "hooks": {"mappings": [{"matc": {}}, {"match": {"pth": "x"}}]},
+            "channels": {"sms": {}},
+            "plugins": {"entries": {"other": {}, "webhooks": {"config": {"relay": {}}}}},
+        },
+    )
+    assert lines == [
+        "nope: unknown key",
+        "gateway.bnd: unknown key",
+        "hooks.mappings[0].matc: unknown key",
+        "hooks.mappings[1].match.pth: unknown key",
+        "channels.sms: unknown key",
+        'plugins.entries.other: unknown plugin (hookgate supports only "webhooks")',
+        "plugins.entries.webhooks.config.relay: unknown key",
+    ]
+
+
+def test_route_dispatch_keys_are_unknown(kit: Kit, tmp_path: Path) -> None:
+    lines = kit.errors(
+        {
+            "plugins": {
+                "entries": {
+                    "webhooks": {
+                        "config": {"routes": {"r": {"sessionKey": "s", "secret": "x", "dispatch": {}}}}
+                    }
+                }
+            }
+        },
+    )
+    assert lines == ["plugins.entries.webhooks.config.routes.r.dispatch: unknown key"]
+
+
+def test_type_errors(kit: Kit, tmp_path: Path) -> None:
+    lines = kit.errors(
+        {
+            "gateway": {"port": "80", "allowRealIpFallback": 1, "trustedProxies": "10.0.0.0/8"},
+            "hooks": {"enabled": "true", "maxBodyBytes": 1.5, "token": 5, "presets": [1]},
+            "agents": {"list": {}},
+        },
+    )
+    assert lines == [
+        "gateway.port: expected integer, got string",
+        "gateway.allowRealIpFallback: expected boolean, got integer",
+        "gateway.trustedProxies: expected array, got string",
+        "hooks.enabled: expected boolean, got string",
+        "hooks.maxBodyBytes: expected integer, got number",
+        "hooks.token: expected string or SecretRef object, got integer",
+        "hooks.presets[0]: expected string, got integer",
+        "agents.list: expected array, got object",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "good"),
+    [
+        ("maxBodyBytes", 33_554_433, 33_554_432),
+        ("bodyTimeoutSeconds", 301, 300),
+        ("idempotencyTtlSeconds", 0, 86_400),
+        ("transformTimeoutSeconds", 0.05, 0.1),
+    ],
+)
+def test_hooks_ranges(kit: Kit, tmp_path: Path, key: str, bad: float, good: float) -> None:
+    lines = kit.errors({"hooks": {key: bad}})
+    assert len(lines) == 1 and lines[0].startswith(f"hooks.{key}: must be between")
+    assert kit.load({"hooks": {key: good}}).effective["hooks"][key] == good
+
+
+def test_agent_ranges_and_enums(kit: Kit, tmp_path: Path) -> None:
+    lines = kit.errors(
+        {
+            "agents": {
+                "defaults": {"maxConcurrentRuns": 65, "historyMessages": 201, "timeoutSeconds": 172_801}
+            },
+            "storage": {"backend": "mysql"},
+        },
+    )
+    assert lines == [  # file order
+        "agents.defaults.maxConcurrentRuns: must be between 1 and 64",
+        "agents.defaults.historyMessages: must be between 0 and 200",
+        "agents.defaults.timeoutSeconds: must be between 1 and 172800",
+        'storage.backend: expected one of "sqlite", "postgres", got "mysql"',
+    ]
+
+
+def test_secret_ref_is_strict(kit: Kit, tmp_path: Path) -> None:
+    lines = kit.errors({"hooks": {"token": {"source": "vault", "id": "x", "extra": 1}}})
+    assert lines == [
+        'hooks.token.source: expected one of "env", "file", "exec", got "vault"',
+        "hooks.token.extra: unknown key",
+    ]
+    assert kit.errors({"hooks": {"token": {"source": "env"}}}) == ["hooks.token.id: required"]
+
+
+def test_channels_schema(kit: Kit, tmp_path: Path) -> None:
+    s = kit.load(
+        {
+            "channels": {
+                "file": {"path": "out/deliveries.jsonl"},
+                "imessage": {"serverUrl": "http://x", "password": "pw"},
+                "console": {"enabled": False, "retry": {"maxAttempts": 2}},
+                "msteams": {"webhooks": {"ops": "https://teams/x"}},
+            }
+        },
+    )
+    ids = [c.id for c in s.channels]
+    assert ids == ["file", "imessage", "console", "msteams"]
+    assert s.enabled_channel_ids() == ("file", "imessage", "msteams")
+    file_ch = s.channels[0]
+    assert file_ch.options["path"] == str(tmp_path / "out" / "deliveries.jsonl")
+    imsg = s.channels[1]
+    assert imsg.options["method"] == "private-api" and imsg.secrets["password"].value == "pw"
+    assert "password" not in imsg.options
+    assert s.channels[2].retry_max_attempts == 2 and s.channel("console") is None
+    assert s.channels[3].secrets["webhooks.ops"].value == "https://teams/x"
+    assert kit.errors({"channels": {"imessage": {"method": "sms"}}}) == [
+        'channels.imessage.method: expected one of "private-api", "apple-script", got "sms"'
+    ]
+
+
+def test_gateway_settings(kit: Kit, tmp_path: Path) -> None:
+    s = kit.load(
+        {"gateway": {"trustedProxies": ["10.0.0.0/8", "::1"], "auth": {"mode": "token", "token": " t "}}},
+    )
+    assert [str(n) for n in s.gateway.trusted_proxies] == ["10.0.0.0/8", "::1/128"]
+    assert s.gateway.auth_token == "t"
+    assert kit.errors({"gateway": {"trustedProxies": ["nope"], "auth": {"mode": "token"}}}) == [
+        'gateway.auth.token: required when gateway.auth.mode is "token"',
+        'gateway.trustedProxies[0]: invalid IP address or CIDR "nope"',
+    ]
+    assert kit.errors({"gateway": {"auth": {"mode": "token", "token": {"source": "env", "id": "GW"}}}}) == [
+        'gateway.auth.token: Environment variable "GW" is missing or empty.'
+    ]
+
+
+def test_storage_settings(kit: Kit, tmp_path: Path) -> None:
+    sub = tmp_path / "conf"
+    sub.mkdir()
+    s = kit.load({"storage": {"sqlite": {"path": "../data/hg.db", "durability": "normal"}}}, directory=sub)
+    assert s.storage.sqlite_path == str(tmp_path / "data" / "hg.db")
+    assert s.storage.durability == "normal"
+    assert kit.errors({"storage": {"backend": "postgres"}}) == [
+        'storage.postgres.dsn: required when storage.backend is "postgres"'
+    ]
+    assert kit.errors({"storage": {"redis": {"url": {"source": "env", "id": "REDIS_URL"}}}}) == [
+        'storage.redis.url: Environment variable "REDIS_URL" is missing or empty.'
+    ]
+    pg = kit.load(
+        {"storage": {"backend": "postgres", "postgres": {"dsn": "${DSN}"}}},
+        {"DSN": "postgresql://u:p@h/db"},
+    )
+    assert pg.storage.postgres_dsn == "postgresql://u:p@h/db"
+
+
+def test_config_dir_is_file_dir(kit: Kit, tmp_path: Path) -> None:
+    sub = tmp_path / "etc"
+    sub.mkdir()
+    path = kit.write("{}", directory=sub)
+    s = load_settings("etc/hookgate.json5", {}, cwd=str(tmp_path))
+    assert s.config_path == str(path) and s.config_dir == str(sub)
+    assert os.path.isabs(s.storage.sqlite_path)

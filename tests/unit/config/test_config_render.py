@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from hookgate.config.render import mask_url_password, redacted_effective, summary_line
+
+if TYPE_CHECKING:
+    from conftest import Kit
+
+
+def base(token: str = "hook-secret", route_secret: str = "zap", bind: str = "127.0.0.1") -> dict[str, Any]:
+    return {
+        "gateway": {"bind": bind},
+        "storage": {"redis": {"url": "redis://:pw@cache:6379/0"}},
+        "hooks": {"enabled": True, "token": token, "mappings": [{"match": {"path": "x"}}]},
+        "channels": {"telegram": {"botToken": {"source": "env", "id": "TG"}}, "console": {}},
+        "plugins": {
+            "entries": {
+                "webhooks": {
+                    "config": {
+                        "routes": {
+                            "zapier": {"sessionKey": "agent:main:main", "secret": route_secret},
+                            "ci": {"sessionKey": "s", "auth": {"secrets": [{"source": "env", "id": "CI"}]}},
+                        }
+                    }
+                }
+            }
+        },
+    }
+
+
+def test_hash_is_stable_and_secret_independent(kit: Kit) -> None:
+    a = kit.load(base())
+    assert a.config_hash == kit.load(base()).config_hash
+    assert len(a.config_hash) == 16 and int(a.config_hash, 16) >= 0
+    assert kit.load(base(token="other", route_secret="other")).config_hash == a.config_hash
+    assert kit.load(base(), {"CI": "ci", "TG": "tg"}).config_hash == a.config_hash
+    assert kit.load(base(bind="0.0.0.0")).config_hash != a.config_hash
+    # key order in the file does not matter
+    reordered = dict(reversed(list(base().items())))
+    assert kit.load(reordered).config_hash == a.config_hash
+
+
+def test_hash_differs_with_defaults_filled_equivalently(kit: Kit) -> None:
+    assert kit.load({}).config_hash == kit.load({"gateway": {"port": 18789}}).config_hash
+
+
+def test_redacted_effective(kit: Kit) -> None:
+    s = kit.load(base())
+    shown = redacted_effective(s)
+    text = json.dumps(shown)
+    assert "hook-secret" not in text and 'zap"' not in text and ":pw@" not in text
+    assert shown["hooks"]["token"] == "[redacted]"
+    routes = shown["plugins"]["entries"]["webhooks"]["config"]["routes"]
+    assert routes["zapier"]["secret"] == "[redacted]"
+    assert routes["ci"]["auth"]["secrets"] == [{"source": "env", "id": "CI"}]
+    assert shown["channels"]["telegram"]["botToken"] == {"source": "env", "id": "TG"}
+    assert shown["storage"]["redis"]["url"] == "redis://:***@cache:6379/0"
+    assert shown["hooks"]["maxBodyBytes"] == 262_144
+    assert shown["agents"]["defaults"]["heartbeat"]["every"] == "30m"
+    assert s.effective["hooks"]["token"] == "hook-secret"
+
+
+def test_redacts_runtime_and_channel_secrets(kit: Kit) -> None:
+    s = kit.load(
+        {
+            "agents": {"list": [{"id": "x", "runtime": {"kind": "openai", "apiKey": "sk-1"}}]},
+            "channels": {"msteams": {"webhooks": {"ops": "https://hook/secret"}}, "irc": {"password": "p"}},
+            "storage": {"postgres": {"dsn": "host=db user=u password=hunter2 dbname=x"}},
+        }
+    )
+    shown = redacted_effective(s)
+    assert shown["agents"]["list"][0]["runtime"]["apiKey"] == "[redacted]"
+    assert shown["channels"]["msteams"]["webhooks"] == {"ops": "[redacted]"}
+    assert shown["channels"]["irc"]["password"] == "[redacted]"
+    assert shown["storage"]["postgres"]["dsn"] == "host=db user=u password=*** dbname=x"
+
+
+@pytest.mark.parametrize(
+    ("raw", "masked"),
+    [
+        ("postgresql://u:p@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("redis://h:6379", "redis://h:6379"),
+        ("redis://:secret@h", "redis://:***@h"),
+    ],
+)
+def test_mask_url_password(raw: str, masked: str) -> None:
+    assert mask_url_password(raw) == masked
+
+
+def test_summary_line(kit: Kit) -> None:
+    cfg = base()
+    cfg["agents"] = {"list": [{"id": "main"}, {"id": "ops"}]}
+    cfg["hooks"].update({"presets": ["gmail"], "allowedSessionKeyPrefixes": ["hook:"]})
+    s = kit.load(cfg)
+    assert (
+        summary_line(s)
+        == "hooks: enabled, 1 mapping, 1 preset; routes: 1 active, 1 skipped; agents: 2; channels: 2; store: sqlite"
+    )
+    assert (
+        summary_line(kit.load({}))
+        == "hooks: disabled, 0 mappings, 0 presets; routes: 0 active, 0 skipped; agents: 1; channels: 0; store: sqlite"
+    )
+
+
+def test_secret_inputs_listed(kit: Kit) -> None:
+    s = kit.load(base())
+    assert [(x.key_path, x.source, x.value is not None) for x in s.secret_inputs] == [
+        ("storage.redis.url", "string", True),
+        ("hooks.token", "string", True),
+        ("channels.telegram.botToken", "env:default:TG", False),
+        ("plugins.entries.webhooks.config.routes.zapier.secret", "string", True),
+        ("plugins.entries.webhooks.config.routes.ci.auth.secrets[0]", "env:default:CI", False),
+    ]
+
+
+def test_repr_never_shows_secret_values(kit: Kit) -> None:
+    cfg = base(token="hook-token-xyz", route_secret="route-secret-xyz")
+    cfg["gateway"]["auth"] = {"mode": "token", "token": "gw-token-xyz"}
+    s = kit.load(cfg)
+    text = repr(s)
+    for secret in ("hook-token-xyz", "route-secret-xyz", "gw-token-xyz", ":pw@"):
+        assert secret not in text
