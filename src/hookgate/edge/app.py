@@ -20,7 +20,7 @@ from hookgate.edge.http import Answer, Responder, error_b, first_headers, json_a
 from hookgate.edge.request import Request, bearer_token, secrets_equal
 from hookgate.edge.throttle import AuthThrottle
 from hookgate.obs import metrics as metrics_mod
-from hookgate.obs.logging import get_logger
+from hookgate.obs.logging import get_logger, info_line
 from hookgate.store.base import Store
 
 HEALTH_PATHS = {"/healthz": "live", "/health": "live", "/readyz": "ready", "/ready": "ready", "/metrics": "metrics"}
@@ -109,24 +109,22 @@ class Gateway:
 
     def _account(self, req: Request, surface: str, answer: Answer, start: float) -> None:
         elapsed = time.perf_counter() - start
-        route = str(req.log.get("route", "-"))
-        m = self.metrics
-        m.requests.labels(surface, route, str(answer.status)).inc()
-        m.ingest_latency.labels(surface, route).observe(elapsed)
+        route = str(req.log.pop("route", "-"))
+        self.metrics.observe_request(surface, route, answer.status, elapsed)
         ua = req.headers.get(b"user-agent")
-        self.log.info(
-            "http.request",
-            request_id=req.request_id,
-            surface=surface,
-            route=route,
-            client_ip=req.client_ip,
-            method=req.method,
-            path=req.path[:500],
-            status=answer.status,
-            duration_ms=round(elapsed * 1000, 3),
-            user_agent=ua.decode("latin-1")[:200] if ua else None,
-            **{k: v for k, v in req.log.items() if k != "route"},
-        )
+        line = {
+            "request_id": req.request_id,
+            "surface": surface,
+            "route": route,
+            "client_ip": req.client_ip,
+            "method": req.method,
+            "path": req.path[:500],
+            "status": answer.status,
+            "duration_ms": round(elapsed * 1000, 3),
+            "user_agent": ua.decode("latin-1")[:200] if ua else None,
+        }
+        line.update(req.log)
+        info_line("http.request", line)
 
     async def _health(self, req: Request, kind: str) -> Answer:
         if req.method not in ("GET", "HEAD"):

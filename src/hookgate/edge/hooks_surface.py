@@ -14,6 +14,7 @@ from hookgate.edge.request import Request, bearer_token, header_token, secrets_e
 from hookgate.hooks import actions
 from hookgate.hooks.dispatch import dispatch_agent, dispatch_wake, prepare_agent
 from hookgate.hooks.payload import Payload, decode_hook_body, fields
+from hookgate.obs.logging import info_line
 
 if TYPE_CHECKING:
     from hookgate.edge.app import Gateway
@@ -131,8 +132,8 @@ class HooksSurface:
         gw = self.gw
         action = actions.parse_wake(fields(payload))
         outcome = await dispatch_wake(action, gw.settings, gw.store, gw.clock)
-        gw.log.info("hook.accepted", request_id=req.request_id, route="wake", mode=outcome.mode,
-                    outcome=outcome.outcome)
+        info_line("hook.accepted", {"request_id": req.request_id, "route": "wake", "mode": outcome.mode,
+                                    "outcome": outcome.outcome})
         return json_answer(200, {"ok": True, "mode": outcome.mode, "eventOutcome": outcome.outcome})
 
     async def _agent(self, req: Request, payload: Payload) -> Answer:
@@ -160,6 +161,6 @@ class HooksSurface:
             gw.log.info("hook.idempotent_replay", request_id=req.request_id, route=req.log["route"],
                         run_id=run_id)
         else:
-            gw.log.info("hook.accepted", request_id=req.request_id, route=req.log["route"], run_id=run_id,
-                        agent_id=agent_id)
+            info_line("hook.accepted", {"request_id": req.request_id, "route": req.log["route"], "run_id": run_id,
+                                        "agent_id": agent_id})
         return json_answer(200, {"ok": True, "runId": run_id})

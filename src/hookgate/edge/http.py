@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 from starlette.types import Receive, Scope, Send
+
+from hookgate.clock import random_bytes
 
 JSON_TYPE = b"application/json; charset=utf-8"
 _encode = msgspec.json.Encoder().encode
@@ -40,13 +42,17 @@ def error_b(status: int, text: str, **kw: Any) -> Answer:
     return json_answer(status, {"ok": False, "error": text}, **kw)
 
 
+_RID_PREFIX = random_bytes(6).hex()
+_rid_counter = itertools.count(1)
+
+
 def request_id(given: bytes | None) -> str:
-    """Echo a well-formed ``X-Request-Id``, else make a new one."""
+    """Echo a well-formed ``X-Request-Id``, else make a new one (process prefix + sequence)."""
     if given is not None:
         text = given.decode("latin-1")
         if _REQUEST_ID.fullmatch(text):
             return text
-    return os.urandom(12).hex()
+    return f"{_RID_PREFIX}{next(_rid_counter):012x}"
 
 
 def first_headers(scope: Scope) -> dict[bytes, bytes]:

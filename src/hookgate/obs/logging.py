@@ -72,10 +72,20 @@ class _LineLogger:
     error = critical = exception = warning
 
 
-def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+_ts_cache: list[Any] = [-1, ""]
+
+
+def _now_iso() -> str:
+    """ISO-8601 UTC with milliseconds; the seconds part is formatted once per second."""
     now = time.time()
-    ms = int(now * 1000) % 1000
-    event["ts"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{ms:03d}Z"
+    sec = int(now)
+    if sec != _ts_cache[0]:
+        _ts_cache[0], _ts_cache[1] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+    return f"{_ts_cache[1]}.{int((now - sec) * 1000):03d}Z"
+
+
+def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    event["ts"] = _now_iso()
     return event
 
 
@@ -96,10 +106,27 @@ def _console(_: Any, __: str, event: MutableMapping[str, Any]) -> bytes:
     return f"{head} {rest}\n".encode()
 
 
+_state: dict[str, Any] = {"level": 20, "console": False}
+
+
+def info_line(event: str, fields: dict[str, Any]) -> None:
+    """The per-request fast path (``http.request``, ``hook.accepted``): the same line structlog would
+    write at level info, without the processor chain. ``fields`` is consumed."""
+    if _state["level"] > 20:
+        return
+    fields["event"] = event
+    fields["ts"] = _now_iso()
+    fields["level"] = "info"
+    fields["instance"] = INSTANCE_ID
+    _sink.write(_console(None, "", fields) if _state["console"] else _encode(fields) + b"\n", False)
+
+
 def configure(level: str = "info", fmt: str | None = None, stream: IO[bytes] | None = None) -> None:
     """Configure structlog once per process. ``fmt`` None: console on a terminal, else JSON."""
     if fmt is None:
         fmt = "console" if sys.stderr.isatty() else "json"
+    _state["level"] = _LEVELS.get(level, 20)
+    _state["console"] = fmt == "console"
     if stream is not None:
         _sink.stream = stream
     structlog.configure(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.platform_collector import PlatformCollector
@@ -92,6 +93,22 @@ class Metrics:
             "hookgate_build_info", "Build information", ["version", "python"], registry=r
         )
         self.build_info.labels(version=__version__, python=platform.python_version()).set(1)
+
+        self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+    def observe_request(self, surface: str, route: str, status: int, seconds: float) -> None:
+        """Count one response and its latency (children cached: ``labels()`` is slow on the hot path)."""
+        key = (surface, route, str(status))
+        pair = self._children.get(key)
+        if pair is None:
+            if len(self._children) > 10_000:
+                self._children.clear()
+            pair = self._children[key] = (
+                self.requests.labels(surface, route, key[2]),
+                self.ingest_latency.labels(surface, route),
+            )
+        pair[0].inc()
+        pair[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -98,7 +98,8 @@ class SqliteStore:
         if self._writer is not None:
             raise RuntimeError("store is already open")
         conn = await asyncio.to_thread(self._open_sync, role)
-        self._writer = Writer(conn, group_commit_ms=self._group_commit_ms, metrics=self._metrics)
+        self._writer = Writer(conn, group_commit_ms=self._group_commit_ms, metrics=self._metrics,
+                              busy_timeout_ms=int(self._busy_timeout_ms))
         self._writer.start()
         self._readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="hookgate-store-read")
 
@@ -159,7 +160,7 @@ class SqliteStore:
         readers, self._readers = self._readers, None
         if writer is not None:
             writer.stop()
-            await asyncio.to_thread(writer.join)
+            await writer.join()
         if readers is not None:
             await asyncio.to_thread(readers.shutdown, True)
         with self._read_lock:

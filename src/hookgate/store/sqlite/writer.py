@@ -1,29 +1,33 @@
-"""The single SQLite writer thread with group commit (operations.md §4.2).
+"""The single SQLite write connection with group commit (operations.md §4.2).
 
-Async callers ``submit`` a function of the write connection and await its result. The writer thread
-takes the first waiting operation, opens one transaction and runs every operation in its own
-``SAVEPOINT`` (a failing operation rolls back only its savepoint and fails only its waiter).
+Async callers ``submit`` a function of the write connection and await its result; the future
+resolves only after the transaction holding it has committed (and, with ``durability: full``,
+fsynced).
 
-Collection (measured with ``bench/store_bench.py``): operations already queued are always taken
-(they piled up during the previous commit's fsync — the natural group). When the queue is empty the
-writer *waits* for more only if new submissions arrived since this group started (an open stream of
-callers), each wait at most 200 µs and never past ``group_commit_ms`` after the first operation. A
-lone request, or a burst that is completely queued already, commits at once. At 256 operations the
-group closes. One commit (one fsync), then every waiter is completed with one
-``call_soon_threadsafe`` per event loop.
+Where the work runs — chosen by measurement: the SQL of each operation is fast (tens of µs) but
+the ``sqlite3`` module releases and re-takes the GIL around every statement. Run on a separate
+writer thread, every statement therefore waited for a busy event loop to hand the GIL back, and a
+group of 30 wakes took ~6 ms. So the operations run **on the event loop thread**, each in its own
+``SAVEPOINT`` of one open transaction, and only ``COMMIT`` (the fsync, which needs no GIL) runs on
+the dedicated commit thread. While a commit is in flight, new operations queue up; when it lands,
+every waiter of the group is completed and the queued operations form the next group (at most 256).
+A lone request is never delayed artificially; the group is whatever arrived during the previous
+commit (never longer than that commit, so within ``groupCommitMs`` on a healthy disk).
 
-A failed ``BEGIN``/``COMMIT`` or a lost transaction (SQLite rolls the whole transaction back on
-``SQLITE_FULL``/``SQLITE_IOERR``) fails every waiter of the group with ``StoreUnavailable``.
+A failing operation rolls back only its savepoint and fails only its waiter. A failed
+``BEGIN``/``COMMIT``, or a transaction SQLite rolled back itself (``SQLITE_FULL``/``SQLITE_IOERR``),
+fails every waiter of the group with ``StoreUnavailable``: nothing of it was committed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
 import sqlite3
-import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future as ThreadFuture
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from hookgate.errors import StoreUnavailable
@@ -31,15 +35,12 @@ from hookgate.obs.metrics import Metrics
 
 T = TypeVar("T")
 WriteFn = Callable[[sqlite3.Connection], Any]
-# (fn, future, loop) — a plain tuple: this is the hot path.
-_Item = tuple[WriteFn, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
-# (future, ok, value-or-exception)
+_Item = tuple[WriteFn, "asyncio.Future[Any]"]
 _Done = tuple["asyncio.Future[Any]", bool, Any]
 
 MAX_GROUP = 256
-IDLE_GAP_S = 0.0002  # a 200 µs pause in arrivals ends the collection of a group early
-_STOP = object()
 _BACKEND = "sqlite"
+_LOCK_RETRY_S = 0.005
 
 
 def _unavailable(cause: BaseException | None = None) -> StoreUnavailable:
@@ -49,7 +50,6 @@ def _unavailable(cause: BaseException | None = None) -> StoreUnavailable:
 
 
 def _resolve(done: list[_Done]) -> None:
-    """Runs on the event loop: complete the waiters of one group (cancelled ones are skipped)."""
     for fut, ok, value in done:
         if fut.cancelled():
             continue
@@ -69,118 +69,152 @@ class Writer:
         group_commit_ms: float,
         metrics: Metrics | None,
         max_group: int = MAX_GROUP,
+        busy_timeout_ms: int = 5000,
     ) -> None:
         self._conn = conn
         self._window = max(0.0, group_commit_ms) / 1000.0
         self._max_group = max_group
+        self._busy_timeout_s = busy_timeout_ms / 1000.0
         self._metrics = metrics
-        # Labelled children resolved once: ``labels()`` costs microseconds on the hot path.
         self._commit_hist = metrics.store_commit.labels(backend=_BACKEND) if metrics else None
         self._errors = metrics.store_errors.labels(backend=_BACKEND) if metrics else None
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._lock = threading.Lock()
+        self._pending: deque[_Item] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="hookgate-store-commit")
+        self._in_flight = False  # a BEGIN or COMMIT runs on the commit thread
+        self._scheduled = False
         self._closed = False
-        self._submitted = 0  # total submissions; tells the writer whether requests keep arriving
-        self._idle_gap = IDLE_GAP_S
-        self._thread = threading.Thread(target=self._run, name="hookgate-store-writer", daemon=True)
+        self._drained: asyncio.Event | None = None
         self.healthy = True  # False after a failed commit, until a commit that wrote succeeds
         self.commits = 0  # groups committed (tests and benchmarks read it)
 
     def start(self) -> None:
-        self._thread.start()
+        """Bind to the running event loop (operations run on it)."""
+        self._loop = asyncio.get_running_loop()
+        self._drained = asyncio.Event()
+        # Lock waits happen on the commit thread (see _begin), never on the event loop.
+        self._conn.execute("PRAGMA busy_timeout=0")
 
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
-        """Queue ``fn`` for the writer thread; the future resolves after its group committed."""
-        loop = asyncio.get_running_loop()
+        """Queue ``fn``; the future resolves after its group committed."""
+        loop = self._loop
+        if self._closed or loop is None:
+            raise StoreUnavailable("store unavailable")
         fut: asyncio.Future[T] = loop.create_future()
-        with self._lock:
-            if self._closed:
-                raise StoreUnavailable("store unavailable")
-            self._submitted += 1
-            self._queue.put((fn, fut, loop))
+        self._pending.append((fn, fut))
+        if not self._scheduled and not self._in_flight:
+            self._scheduled = True
+            loop.call_soon(self._flush)
         return fut
 
     def stop(self) -> None:
-        """Refuse new work; the thread finishes everything submitted before and exits."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._queue.put(_STOP)
+        """Refuse new work; everything submitted before still commits."""
+        self._closed = True
+        self._maybe_drained()
 
-    def join(self) -> None:
-        self._thread.join()
+    async def join(self) -> None:
+        """Wait until every submitted operation has completed, then close the connection."""
+        if self._drained is not None:
+            await self._drained.wait()
+        self._executor.shutdown(wait=True)
+        self._conn.close()
 
-    # --- the thread ---------------------------------------------------------------------------------
+    # --- the commit protocol -------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        stopping = False
-        try:
-            while not stopping:
-                first = self._queue.get()
-                if first is _STOP:
-                    break
-                items: list[_Item] = [first]
-                try:
-                    stopping = self._group(items)
-                except BaseException as exc:  # noqa: BLE001 — a writer bug must fail its waiters, not hang them
-                    self._complete(items, self._fail_all(items, exc))
-        finally:
-            self._drain_after_stop()
-            self._conn.close()
-
-    def _group(self, items: list[_Item]) -> bool:
-        """Collect, execute and commit one group starting with ``items[0]``; True when stop was seen."""
-        get = self._queue.get
-        get_nowait = self._queue.get_nowait
-        empty = queue.Empty
-        stopping = False
-        item = items[0]
+    def _flush(self) -> None:
+        self._scheduled = False
+        if self._in_flight or not self._pending:
+            self._maybe_drained()
+            return
+        batch = [self._pending.popleft() for _ in range(min(len(self._pending), self._max_group))]
         started = time.perf_counter()
-        deadline = started + self._window
-        submitted_at_start = self._submitted
-        changes_before = self._conn.total_changes
-        done: list[_Done] = []
-        lost = not self._begin(item, done) or self._execute(item, done)
-        while not lost and len(items) < self._max_group:
-            try:
-                item = get_nowait()
-            except empty:
-                # Idle-wait only while requests keep arriving during this group (an open stream of
-                # callers); a burst that is fully queued already, or a lone request, commits now.
-                if not self._window or self._submitted == submitted_at_start:
-                    break
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    break
-                try:
-                    item = get(timeout=min(remaining, self._idle_gap))
-                except empty:
-                    break
-            if item is _STOP:
-                stopping = True
-                break
-            items.append(item)
-            lost = self._execute(item, done)
-        if lost:
-            done = self._fail_all(items, None)
-        else:
-            done = self._commit(items, done, started, changes_before)
-        self._complete(items, done)
-        return stopping
-
-    def _begin(self, item: _Item, done: list[_Done]) -> bool:
         try:
             self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            done.append((item[1], False, _unavailable(exc)))  # _fail_all counts and flags it
-            return False
-        return True
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                self._finish(batch, self._fail_all(batch, exc))
+                return
+            # Another process (a CLI command) holds the write lock: wait for it off the loop.
+            self._in_flight = True
+            begin = self._executor.submit(self._begin_waiting)
+            begin.add_done_callback(lambda f: self._call(self._after_begin, f, batch, started))
+            return
+        self._run(batch, started)
+
+    def _begin_waiting(self) -> None:
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(_LOCK_RETRY_S)
+
+    def _after_begin(self, begin: ThreadFuture[None], batch: list[_Item], started: float) -> None:
+        self._in_flight = False
+        exc = begin.exception()
+        if exc is not None:
+            self._finish(batch, self._fail_all(batch, exc))
+            return
+        self._run(batch, started)
+
+    def _run(self, batch: list[_Item], started: float) -> None:
+        changes_before = self._conn.total_changes
+        done: list[_Done] = []
+        for item in batch:
+            if self._execute(item, done):
+                self._finish(batch, self._fail_all(batch, None))
+                return
+        self._in_flight = True
+        commit = self._executor.submit(self._conn.execute, "COMMIT")
+        commit.add_done_callback(
+            lambda f: self._call(self._after_commit, f, batch, done, started, changes_before)
+        )
+
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        """From the commit thread back onto the loop."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    def _after_commit(
+        self, commit: ThreadFuture[Any], batch: list[_Item], done: list[_Done], started: float,
+        changes_before: int,
+    ) -> None:
+        self._in_flight = False
+        exc = commit.exception()
+        if exc is not None:
+            self._finish(batch, self._fail_all(batch, exc))
+            return
+        self.commits += 1
+        if self._conn.total_changes != changes_before:
+            self.healthy = True
+        if self._metrics is not None and self._commit_hist is not None:
+            self._commit_hist.observe(time.perf_counter() - started)
+            self._metrics.store_group_size.observe(len(batch))
+        self._finish(batch, done)
+
+    def _finish(self, batch: list[_Item], done: list[_Done]) -> None:
+        _resolve(done)
+        if self._pending and not self._scheduled:
+            self._scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._flush)
+        else:
+            self._maybe_drained()
+
+    def _maybe_drained(self) -> None:
+        if self._closed and not self._pending and not self._in_flight and self._drained is not None:
+            self._drained.set()
 
     def _execute(self, item: _Item, done: list[_Done]) -> bool:
         """Run one operation in its savepoint; returns True when the whole transaction was lost."""
         conn = self._conn
-        fn, fut, _ = item
+        fn, fut = item
         try:
             conn.execute("SAVEPOINT op")
             value = fn(conn)
@@ -202,23 +236,7 @@ class Writer:
         done.append((fut, True, value))
         return False
 
-    def _commit(
-        self, items: list[_Item], done: list[_Done], started: float, changes_before: int
-    ) -> list[_Done]:
-        conn = self._conn
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            return self._fail_all(items, exc)
-        self.commits += 1
-        if conn.total_changes != changes_before:
-            self.healthy = True
-        if self._metrics is not None and self._commit_hist is not None:
-            self._commit_hist.observe(time.perf_counter() - started)
-            self._metrics.store_group_size.observe(len(items))
-        return done
-
-    def _fail_all(self, items: list[_Item], cause: BaseException | None) -> list[_Done]:
+    def _fail_all(self, batch: list[_Item], cause: BaseException | None) -> list[_Done]:
         conn = self._conn
         if conn.in_transaction:
             try:
@@ -226,43 +244,9 @@ class Writer:
             except sqlite3.Error:
                 pass
         self.healthy = False
-        self._error(len(items))
-        return [(fut, False, _unavailable(cause)) for _, fut, _ in items]
+        self._error(len(batch))
+        return [(fut, False, _unavailable(cause)) for _, fut in batch]
 
     def _error(self, n: int) -> None:
         if self._errors is not None:
             self._errors.inc(n)
-
-    @staticmethod
-    def _complete(items: list[_Item], done: list[_Done]) -> None:
-        first_loop = items[0][2]
-        if all(it[2] is first_loop for it in items):
-            _post(first_loop, done)
-            return
-        by_loop: dict[asyncio.AbstractEventLoop, list[_Done]] = {}
-        for (_, _, loop), entry in zip(items, done):
-            by_loop.setdefault(loop, []).append(entry)
-        for loop, entries in by_loop.items():
-            _post(loop, entries)
-
-    def _drain_after_stop(self) -> None:
-        """Fail anything that slipped in after ``_STOP`` (or after the thread died)."""
-        with self._lock:
-            self._closed = True
-        leftovers: list[_Item] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not _STOP:
-                leftovers.append(item)
-        if leftovers:
-            self._complete(leftovers, [(fut, False, _unavailable()) for _, fut, _ in leftovers])
-
-
-def _post(loop: asyncio.AbstractEventLoop, done: list[_Done]) -> None:
-    try:
-        loop.call_soon_threadsafe(_resolve, done)
-    except RuntimeError:  # the loop is closed: nobody is waiting any more
-        pass
