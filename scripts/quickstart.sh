@@ -2,36 +2,36 @@
 # `make run`: start hookgate on examples/quickstart.json5 and print ready-to-paste curl commands.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ENV_FILE=examples/.quickstart.env
-if [ ! -f "$ENV_FILE" ]; then
+SECRETS=examples/.quickstart-secrets.json
+HG=.venv/bin/hookgate
+if [ ! -f "$SECRETS" ]; then
   umask 077
-  {
-    echo "HOOKGATE_HOOKS_TOKEN=$(.venv/bin/hookgate token generate)"
-    echo "HOOKGATE_DEMO_ROUTE_SECRET=$(.venv/bin/hookgate token generate)"
-  } > "$ENV_FILE"
-  echo "generated quick-start tokens in $ENV_FILE"
+  printf '{"hooksToken":"%s","demoRouteSecret":"%s"}\n' "$($HG token generate)" "$($HG token generate)" > "$SECRETS"
+  echo "generated quick-start secrets in $SECRETS"
 fi
-set -a; . "./$ENV_FILE"; set +a
+read_secret() { .venv/bin/python -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$SECRETS" "$1"; }
+TOKEN=$(read_secret hooksToken)
 mkdir -p var
-BASE=http://127.0.0.1:18789
+PORT=${HOOKGATE_PORT:-18789}
+BASE=http://127.0.0.1:$PORT
 cat <<MSG
 
 Try it (in another terminal):
 
   # queue a system event for the main session and wake the assistant now
-  curl -sS -X POST $BASE/hooks/wake -H 'Authorization: Bearer $HOOKGATE_HOOKS_TOKEN' \\
+  curl -sS -X POST $BASE/hooks/wake -H 'Authorization: Bearer $TOKEN' \\
        -H 'Content-Type: application/json' -d '{"text":"Deploy finished","mode":"now"}'
 
   # start an isolated agent run (echo agent) and get its runId
-  curl -sS -X POST $BASE/hooks/agent -H 'Authorization: Bearer $HOOKGATE_HOOKS_TOKEN' \\
+  curl -sS -X POST $BASE/hooks/agent -H 'Authorization: Bearer $TOKEN' \\
        -H 'Content-Type: application/json' -d '{"message":"Summarise the deploy","name":"Deploy"}'
 
-  # health, readiness and metrics
-  curl -sS $BASE/readyz ; curl -sS $BASE/metrics | head
+  # readiness and metrics
+  curl -sS $BASE/readyz ; curl -sS $BASE/metrics | grep ^hookgate_requests
 
-  # inspect what was queued
-  .venv/bin/hookgate --config examples/quickstart.json5 events list
-  .venv/bin/hookgate --config examples/quickstart.json5 runs list
+  # inspect what was queued (works while the server runs)
+  $HG --config examples/quickstart.json5 events list
+  $HG --config examples/quickstart.json5 runs list
 
 MSG
-exec .venv/bin/hookgate serve --config examples/quickstart.json5 --log-format console
+exec $HG serve --config examples/quickstart.json5 --port "$PORT" --log-format console

@@ -223,3 +223,31 @@ def test_kill9_loses_nothing_acknowledged(gateway_factory: GatewayFactory) -> No
             n = int(key.split("-")[1])
             r = c.post("/hooks/agent", json={"message": f"run {n}"}, headers={**AUTH, "Idempotency-Key": key})
             assert r.json()["runId"] == run_id
+
+
+def test_store_unavailable_gives_503_and_commits_nothing(gateway_factory: GatewayFactory) -> None:
+    cfg = hooks_config()
+    cfg["storage"]["sqlite"]["busyTimeoutMs"] = 200
+    gw = gateway_factory(cfg)
+    blocker = sqlite3.connect(gw.workdir / "hookgate.db", isolation_level=None, timeout=5)
+    blocker.execute("BEGIN EXCLUSIVE")  # another process holds the write lock longer than busyTimeoutMs
+    try:
+        with gw.client() as c:
+            r = c.post("/hooks/wake", json={"text": "lost?"}, headers=AUTH)
+            assert r.status_code == 503 and r.headers["retry-after"] == "1"
+            assert r.content == b'{"ok":false,"error":"Service Unavailable"}'
+            r = c.post("/hooks/agent", json={"message": "m"}, headers={**AUTH, "Idempotency-Key": "k"})
+            assert r.status_code == 503
+            ready = c.get("/readyz")
+            assert ready.status_code == 503 and ready.json()["failing"] == ["store"]
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    with gw.client() as c:
+        assert c.get("/readyz").status_code == 200
+        first = c.post("/hooks/agent", json={"message": "m"}, headers={**AUTH, "Idempotency-Key": "k"})
+        assert first.status_code == 200  # the 503 left no idempotency record behind
+        assert c.post("/hooks/wake", json={"text": "lost?"}, headers=AUTH).json()["eventOutcome"] == "queued"
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    assert "hookgate_store_errors_total" in httpx.get(gw.url + "/metrics").text

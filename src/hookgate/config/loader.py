@@ -189,6 +189,16 @@ def _channels(
     return tuple(out)
 
 
+def _anchor_provider_paths(secrets_cfg: dict[str, Any], config_dir: str) -> dict[str, Any]:
+    """File-provider paths, like every relative path in the config, resolve against the config dir."""
+    providers = dict(secrets_cfg.get("providers") or {})
+    for name, provider in providers.items():
+        if isinstance(provider, dict) and provider.get("source") == "file" and isinstance(provider.get("path"), str):
+            path = os.path.expanduser(provider["path"])
+            providers[name] = {**provider, "path": os.path.join(config_dir, path)}
+    return {**secrets_cfg, "providers": providers}
+
+
 def _dedupe(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(lines))
 
@@ -206,7 +216,7 @@ def settings_from_tree(
     errors.extend(ctx.errors)
     if errors or tree is INVALID:
         raise ConfigError(_dedupe(errors))
-    secrets = resolve_secret_inputs(ctx.secrets, tree["secrets"], environ)
+    secrets = resolve_secret_inputs(ctx.secrets, _anchor_provider_paths(tree["secrets"], config_dir), environ)
     warnings: list[str] = []
     gateway = _gateway(tree["gateway"], secrets, errors)
     storage = _storage(tree["storage"], config_dir, secrets, errors)

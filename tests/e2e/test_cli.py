@@ -1,0 +1,148 @@
+"""The CLI as a user runs it (operations.md §1)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def hookgate(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKGATE_")}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "hookgate.cli", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_config_check_reports_every_error_with_its_key_path(tmp_path: Path) -> None:
+    (tmp_path / "hookgate.json5").write_text("""{
+      // two mistakes at once
+      hooks: { enabled: true, token: "t", maxBodyBytes: "big", mappings: [{ matc: {} }] },
+      gateway: { port: "80" },
+      extra: 1,
+    }""")
+    r = hookgate(tmp_path, "config", "check")
+    assert r.returncode == 2
+    errors = r.stderr.splitlines()
+    assert "error: hooks.mappings[0].matc: unknown key" in errors
+    assert "error: extra: unknown key" in errors
+    assert any(line.startswith("error: hooks.maxBodyBytes: expected ") for line in errors)
+    assert any(line.startswith("error: gateway.port: expected ") for line in errors)
+
+
+def test_config_check_ok_summary_and_warnings(tmp_path: Path) -> None:
+    (tmp_path / "hookgate.json5").write_text(
+        '{hooks: {enabled: true, token: "${TOK}", presets: ["nope"]}, channels: {console: {}}}'
+    )
+    r = hookgate(tmp_path, "config", "check", env={"TOK": "abc"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "warning: unknown hooks preset: nope" in lines
+    assert f"config OK: {tmp_path / 'hookgate.json5'}" in lines
+    assert lines[-1] == "hooks: enabled, 0 mappings, 0 presets; routes: 0 active, 0 skipped; agents: 1; channels: 1; store: sqlite"
+
+
+def test_config_env_substitution_errors_and_missing_file(tmp_path: Path) -> None:
+    (tmp_path / "hookgate.json5").write_text('{hooks: {enabled: true, token: "${MISSING_TOKEN}"}}')
+    r = hookgate(tmp_path, "config", "check")
+    assert r.returncode == 2
+    assert 'error: hooks.token: environment variable "MISSING_TOKEN" is not set' in r.stderr.splitlines()
+    r = hookgate(tmp_path, "--config", "nope.json5", "config", "check")
+    assert r.returncode == 2 and "config file not found: nope.json5" in r.stderr
+    r = hookgate(tmp_path, "config", "check", env={"HOOKGATE_CONFIG": str(tmp_path / "other.json5")})
+    assert r.returncode == 2 and "config file not found:" in r.stderr
+
+
+def test_config_show_redacts_secrets(tmp_path: Path) -> None:
+    (tmp_path / "hookgate.json5").write_text(json.dumps({
+        "hooks": {"enabled": True, "token": "super-secret-token"},
+        "gateway": {"auth": {"mode": "token", "token": {"source": "env", "provider": "default", "id": "GW_TOKEN"}}},
+        "storage": {"redis": {"url": "redis://user:pa55word@127.0.0.1:6379/0"}},
+    }))
+    r = hookgate(tmp_path, "config", "show", env={"GW_TOKEN": "gateway-secret"})
+    assert r.returncode == 0, r.stderr
+    assert "super-secret-token" not in r.stdout and "gateway-secret" not in r.stdout and "pa55word" not in r.stdout
+    shown = json.loads(r.stdout)
+    assert shown["hooks"]["token"] == "[redacted]"
+    assert shown["gateway"]["auth"]["token"] == {"source": "env", "provider": "default", "id": "GW_TOKEN"}
+    assert "***" in shown["storage"]["redis"]["url"]
+    assert shown["hooks"]["maxBodyBytes"] == 262144  # defaults filled in
+    assert len(shown["configHash"]) == 16
+
+
+def test_secrets_check(tmp_path: Path) -> None:
+    (tmp_path / "hookgate.json5").write_text(json.dumps({
+        "hooks": {"enabled": True, "token": {"source": "env", "provider": "default", "id": "HOOK_TOKEN"}},
+        "agents": {"list": [{"id": "main", "runtime": {"kind": "openai", "apiKey": {"source": "env", "id": "NO_KEY"}}}]},
+    }))
+    r = hookgate(tmp_path, "secrets", "check", env={"HOOK_TOKEN": "value-never-printed"})
+    assert r.returncode == 1
+    assert "value-never-printed" not in r.stdout + r.stderr
+    assert "OK hooks.token env:default:HOOK_TOKEN" in r.stdout
+    assert 'ERROR agents.list[0].runtime.apiKey env:default:NO_KEY Environment variable "NO_KEY" is missing or empty.' in r.stdout
+
+
+@pytest.mark.parametrize("nbytes", [16, 32, 64])
+def test_token_generate(tmp_path: Path, nbytes: int) -> None:
+    r = hookgate(tmp_path, "token", "generate", "--bytes", str(nbytes))
+    token = r.stdout.strip()
+    assert r.returncode == 0 and "=" not in token
+    assert len(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))) == nbytes
+    assert hookgate(tmp_path, "token", "generate").stdout != hookgate(tmp_path, "token", "generate").stdout
+    assert hookgate(tmp_path, "token", "generate", "--bytes", "8").returncode == 2
+
+
+def test_events_and_runs_commands(tmp_path: Path) -> None:
+    import asyncio
+
+    from hookgate.config.loader import load_settings
+    from hookgate.hooks.actions import AgentAction, WakeAction
+    from hookgate.hooks.dispatch import dispatch_agent, dispatch_wake, prepare_agent
+    from hookgate.clock import SystemClock
+    from hookgate.store import open_store
+
+    (tmp_path / "hookgate.json5").write_text('{hooks: {enabled: true, token: "t"}}')
+    settings = load_settings(str(tmp_path / "hookgate.json5"), {}, cwd=str(tmp_path))
+
+    async def seed() -> str:
+        store = open_store(settings.storage)
+        await store.open("cli")
+        try:
+            await dispatch_wake(WakeAction("Deploy finished\nsecond line", "now"), settings, store, SystemClock())
+            out = await dispatch_agent(prepare_agent(AgentAction("summarise secret-message", name="Deploy"), settings),
+                                       path="agent", idempotency_key=None, settings=settings, store=store,
+                                       clock=SystemClock())
+            return out.run_id
+        finally:
+            await store.close()
+
+    run_id = asyncio.run(seed())
+    r = hookgate(tmp_path, "events", "list")
+    assert r.returncode == 0
+    header, row = r.stdout.splitlines()
+    assert header.split() == ["SEQ", "SESSION", "STATUS", "CREATED", "TEXT"]
+    assert "agent:main:main" in row and "pending" in row and row.endswith("Deploy finished")
+    assert json.loads(hookgate(tmp_path, "events", "list", "--json").stdout)[0]["text"] == "Deploy finished\nsecond line"
+    assert hookgate(tmp_path, "events", "list", "--status", "dropped").stdout.count("\n") == 1
+
+    r = hookgate(tmp_path, "runs", "list")
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["RUN", "ID", "KIND", "AGENT", "STATUS", "ATTEMPT", "CREATED", "DURATION", "NAME"]
+    assert run_id in lines[1] and "queued" in lines[1] and lines[1].endswith("Deploy")
+    assert hookgate(tmp_path, "runs", "list", "--kind", "heartbeat").stdout.count("\n") == 1
+    assert hookgate(tmp_path, "runs", "list", "--since", "1h", "--json").stdout.count(run_id) == 1
+
+    shown = json.loads(hookgate(tmp_path, "runs", "show", run_id).stdout)
+    assert shown["runId"] == run_id and shown["status"] == "queued" and shown["attempt"] == 1
+    assert shown["inputs"]["message"]["bytes"] == len("summarise secret-message")
+    assert len(shown["inputs"]["message"]["sha256"]) == 16
+    full = json.loads(hookgate(tmp_path, "runs", "show", run_id, "--content").stdout)
+    assert full["inputs"]["message"] == "summarise secret-message"
+    missing = hookgate(tmp_path, "runs", "show", "nope")
+    assert missing.returncode == 1 and "run nope not found" in missing.stderr
