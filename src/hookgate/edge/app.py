@@ -18,10 +18,12 @@ from hookgate.edge.clientip import client_ip, normalize_peer
 from hookgate.edge.hooks_surface import HooksSurface
 from hookgate.edge.http import Answer, Responder, error_b, first_headers, json_answer, remove_dot_segments, request_id
 from hookgate.edge.request import Request, bearer_token, secrets_equal
+from hookgate.edge.routes_surface import RoutesSurface
 from hookgate.edge.throttle import AuthThrottle
 from hookgate.obs import metrics as metrics_mod
 from hookgate.obs.logging import get_logger, info_line
 from hookgate.store.base import Store
+from hookgate.webhooks.service import FlowService
 
 HEALTH_PATHS = {"/healthz": "live", "/health": "live", "/readyz": "ready", "/ready": "ready", "/metrics": "metrics"}
 READY_STORE_TIMEOUT = 1.0
@@ -39,8 +41,9 @@ class Gateway:
         self.started = time.monotonic()
         self.shutting_down = False
         self.hooks = HooksSurface(self)
-        self.route_surface: Any = None  # Surface A plugs in here (webhooks)
+        self.route_surface: RoutesSurface | None = None
         self.apply_settings(settings)
+        self.route_surface = RoutesSurface(self, FlowService(store, self.clock, lambda: self.settings))
 
     def apply_settings(self, settings: Settings) -> None:
         self.settings = settings
@@ -54,6 +57,8 @@ class Gateway:
         self.responder = Responder(settings.gateway.strict_transport_security)
         self.hooks_enabled = settings.hooks.enabled
         self.base_path = settings.hooks.base_path
+        if self.route_surface is not None:
+            self.route_surface.apply_settings(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -87,7 +92,7 @@ class Gateway:
                 answer = await self.hooks.handle(req, path[len(self.base_path):].lstrip("/"))
             elif self.route_surface is not None and (routed := await self.route_surface.handle(req)) is not False:
                 surface = "webhooks"
-                answer = routed
+                answer = routed if isinstance(routed, Answer) else None
             else:
                 answer = error_b(404, "Not Found")
         except Exception:
@@ -105,6 +110,9 @@ class Gateway:
             await self.responder.send(send, answer, rid, req.method == "HEAD")
         except OSError:
             return
+        finally:
+            if answer.after is not None:
+                answer.after()
         self._account(req, surface, answer, start)
 
     def _account(self, req: Request, surface: str, answer: Answer, start: float) -> None:

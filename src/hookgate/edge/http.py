@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ class Answer:
     close: bool = False
     content_type: bytes = JSON_TYPE
     reason: str | None = None  # a short machine reason for logs and metrics (never user content)
+    after: Callable[[], None] | None = None  # runs once the response is written (or failed to be)
 
 
 def json_answer(status: int, payload: Any, *, headers: Headers | None = None, close: bool = False,

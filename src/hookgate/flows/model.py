@@ -65,7 +65,7 @@ class Flow:
     goal: str
     created_at: int
     updated_at: int
-    seq: int  # creation sequence: tie-break for "newest"
+    seq: int = 0  # creation sequence (assigned by the store): tie-break for "newest"
     sync_mode: str = MANAGED
     controller_id: str | None = None
     revision: int = 0
@@ -91,7 +91,7 @@ class Task:
     requester_session_key: str
     task: str
     created_at: int
-    seq: int  # creation sequence: tie-break for "newest"
+    seq: int = 0  # creation sequence (assigned by the store): tie-break for "newest"
     scope_kind: str = "session"
     source_id: str | None = None
     parent_task_id: str | None = None

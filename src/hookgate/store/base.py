@@ -12,11 +12,16 @@ Every time is integer epoch milliseconds. Listing methods return newest first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from hookgate.errors import HookgateError
+
+if TYPE_CHECKING:
+    from hookgate.flows.ports import FlowTx
+
+T = TypeVar("T")
 
 StoreRole = Literal["serve", "cli"]
 RunKind = Literal["hook", "task", "heartbeat"]
@@ -161,6 +166,12 @@ class Store(Protocol):
         """The run id of a live hook idempotency record, without writing anything."""
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def flow_write(self, fn: Callable[[FlowTx], T]) -> T:
+        """Run ``fn`` in one write transaction (TaskFlow actions); returns after the commit."""
+
+    async def flow_read(self, fn: Callable[[FlowTx], T]) -> T:
+        """Run ``fn`` on a consistent read snapshot."""
 
     async def list_runs(
         self,

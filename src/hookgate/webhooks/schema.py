@@ -432,7 +432,7 @@ def _check_int(key: str, value: Any) -> int:
         raise SchemaError(f"{key}: Too small: expected number to be >=0")
     if value > MAX_SAFE_INTEGER:
         raise SchemaError(f"{key}: Too big: expected number to be <={MAX_SAFE_INTEGER}")
-    return value
+    return int(value)
 
 
 def _check_enum(key: str, value: Any, options: Sequence[str]) -> str:

@@ -36,6 +36,8 @@ from hookgate.store.base import (
     WakeResult,
 )
 from hookgate.store.sqlite.schema import Q, migrate
+from hookgate.flows.ports import FlowTx
+from hookgate.store.sqlite.flows import FQ, SqliteFlowTx
 from hookgate.store.sqlite.writer import Writer
 
 T = TypeVar("T")
@@ -228,25 +230,32 @@ class SqliteStore:
             return WakeResult("empty", 0)
 
         def op(conn: sqlite3.Connection) -> WakeResult:
-            self._ensure_session(conn, session_key, agent_id, None, now_ms)
-            # Few statements and single-row results: each sqlite3 step hands the GIL over.
-            newest = conn.execute(Q["newest_pending_event_text"], (session_key,)).fetchone()
-            if newest is not None and newest[0] == text:
-                result = WakeResult("coalesced", 0)
-            else:
-                conn.execute(Q["insert_event"], (session_key, text, now_ms))
-                dropped = conn.execute(
-                    Q["drop_excess_pending_events"], (session_key, MAX_PENDING_EVENTS, now_ms)
-                ).rowcount
-                result = WakeResult("queued", dropped)
-            if wake_reason is not None:
-                _record_wake(conn, agent_id, wake_reason, now_ms)
-            return result
+            return self.queue_event_sync(conn, session_key, agent_id, text, now_ms, wake_reason)
 
         result = await self._write(op)
         self._count_event(result.outcome)
         if result.dropped:
             self._count_event("dropped", result.dropped)
+        return result
+
+    def queue_event_sync(
+        self, conn: sqlite3.Connection, session_key: str, agent_id: str, text: str, now_ms: int,
+        wake_reason: str | None,
+    ) -> WakeResult:
+        """The queue rules of model.md §4.1 inside the caller's transaction (text already prepared)."""
+        self._ensure_session(conn, session_key, agent_id, None, now_ms)
+        # Few statements and single-row results: each sqlite3 step costs a GIL round trip.
+        newest = conn.execute(Q["newest_pending_event_text"], (session_key,)).fetchone()
+        if newest is not None and newest[0] == text:
+            result = WakeResult("coalesced", 0)
+        else:
+            conn.execute(Q["insert_event"], (session_key, text, now_ms))
+            dropped = conn.execute(
+                Q["drop_excess_pending_events"], (session_key, MAX_PENDING_EVENTS, now_ms)
+            ).rowcount
+            result = WakeResult("queued", dropped)
+        if wake_reason is not None:
+            _record_wake(conn, agent_id, wake_reason, now_ms)
         return result
 
     def _count_event(self, outcome: str, n: int = 1) -> None:
@@ -358,9 +367,34 @@ class SqliteStore:
 
         return await self._read(op)
 
+    # --- TaskFlows (webhooks.md, model.md §1–§2): FlowTx transactions --------------------------------
+
+    def new_session_id(self) -> str:
+        return self._ids()
+
+    async def flow_write(self, fn: Callable[[FlowTx], T]) -> T:
+        """Run ``fn`` in one write transaction; returns after it committed (and was fsynced)."""
+        events: list[tuple[str, int]] = []
+
+        def op(conn: sqlite3.Connection) -> T:
+            events.clear()
+            return fn(SqliteFlowTx(conn, self, events))
+
+        result = await self._write(op)
+        for outcome, dropped in events:
+            self._count_event(outcome)
+            if dropped:
+                self._count_event("dropped", dropped)
+        return result
+
+    async def flow_read(self, fn: Callable[[FlowTx], T]) -> T:
+        """Run ``fn`` on a read snapshot (writes through the tx are refused by SQLite)."""
+        return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])))
+
     async def sweep(self, now_ms: int) -> int:
         def op(conn: sqlite3.Connection) -> int:
-            return conn.execute(Q["sweep_hook_idempotency"], (now_ms,)).rowcount
+            swept = conn.execute(Q["sweep_hook_idempotency"], (now_ms,)).rowcount
+            return swept + conn.execute(FQ["sweep_webhook_idempotency"], (now_ms,)).rowcount
 
         return await self._write(op)
 

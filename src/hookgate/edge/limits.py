@@ -1,0 +1,62 @@
+"""Surface A request limits (webhooks.md §2.1 steps 3 and 5, §2.2): fixed windows and in-flight slots."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+from hookgate.clock import Clock
+
+MAX_TRACKED_KEYS = 4096
+
+
+class FixedWindowLimiter:
+    """Per key: a window opens with the first hit (or the first after the previous window ended);
+    ``max_requests`` hits are allowed in it, every hit counts (rejected ones too).
+
+    At most 4 096 keys are tracked; the least recently used is forgotten first.
+    """
+
+    def __init__(self, clock: Clock, max_keys: int = MAX_TRACKED_KEYS) -> None:
+        self._clock = clock
+        self._max_keys = max_keys
+        self._windows: OrderedDict[str, list[float]] = OrderedDict()  # key → [window end, hits]
+
+    def hit(self, key: str, max_requests: int, window_seconds: float) -> int:
+        """Count a hit; 0 when allowed, else the ``Retry-After`` seconds (ceil, ≥ 1)."""
+        now = self._clock.monotonic()
+        entry = self._windows.get(key)
+        if entry is None or entry[0] <= now:
+            entry = [now + window_seconds, 0.0]
+            self._windows[key] = entry
+            if len(self._windows) > self._max_keys:
+                self._windows.popitem(last=False)
+        self._windows.move_to_end(key)
+        entry[1] += 1
+        if entry[1] <= max_requests:
+            return 0
+        return max(1, math.ceil(entry[0] - now))
+
+
+class InFlightLimiter:
+    """Concurrent requests per key; a slot is held until the response is written."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def acquire(self, key: str, limit: int) -> bool:
+        count = self._counts.get(key, 0)
+        if count >= limit:
+            return False
+        self._counts[key] = count + 1
+        return True
+
+    def release(self, key: str) -> None:
+        count = self._counts.get(key, 0) - 1
+        if count <= 0:
+            self._counts.pop(key, None)
+        else:
+            self._counts[key] = count
+
+    def __len__(self) -> int:
+        return len(self._counts)

@@ -1,0 +1,68 @@
+"""What the flows service needs from a store, in domain terms (implemented by ``store/*``).
+
+A ``FlowTx`` is one open store transaction: every method is synchronous and sees the writes made
+before it in the same transaction. ``Store.flow_write(fn)`` runs ``fn(tx)`` atomically (one commit,
+fsynced before the caller resumes); ``Store.flow_read(fn)`` runs it on a read snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from hookgate.flows.model import Flow, Task
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """A Surface A response kept for ``Idempotency-Key`` replay (webhooks.md §3.5)."""
+
+    body_sha256: str
+    status: int
+    body: bytes
+
+
+class FlowTx(Protocol):
+    # flows -------------------------------------------------------------------------------------
+    def get_flow(self, flow_id: str, owner_key: str) -> Flow | None: ...
+
+    def list_flows(self, owner_key: str) -> list[Flow]:
+        """Newest first: ``createdAt`` descending, ties → the later-created first."""
+
+    def latest_flow(self, owner_key: str, *, active_only: bool) -> Flow | None: ...
+
+    def insert_flow(self, flow: Flow) -> Flow:
+        """Store a new flow; returns it with its creation sequence number."""
+
+    def update_flow_if_revision(self, flow: Flow, expected_revision: int) -> bool:
+        """Write ``flow`` only while the stored revision is still ``expected_revision``."""
+
+    # tasks -------------------------------------------------------------------------------------
+    def get_task(self, task_id: str) -> Task | None: ...
+
+    def list_tasks(self, flow_id: str) -> list[Task]:
+        """Newest first: ``createdAt`` descending, ties → the later-created first."""
+
+    def find_retry_tasks(self, flow_id: str, run_id: str, runtime: str, owner_key: str,
+                         child_session_key: str | None) -> list[Task]:
+        """Tasks a ``run_task`` retry may reuse, oldest first."""
+
+    def insert_task(self, task: Task) -> Task: ...
+
+    def update_task(self, task: Task) -> None: ...
+
+    # sessions and notifications ---------------------------------------------------------------
+    def session_parent(self, key: str) -> tuple[bool, str | None]:
+        """(known, spawnedBy) of a session key."""
+
+    def record_child_session(self, key: str, parent: str, agent_id: str, now_ms: int) -> None: ...
+
+    def queue_system_event(self, session_key: str, agent_id: str, text: str, now_ms: int,
+                           wake_reason: str | None) -> str:
+        """Append a (sanitised) event to a main session; returns ``queued``/``coalesced``."""
+
+    # idempotency ---------------------------------------------------------------------------------
+    def get_webhook_response(self, route_id: str, key: str, now_ms: int) -> StoredResponse | None: ...
+
+    def put_webhook_response(self, route_id: str, key: str, response: StoredResponse, now_ms: int,
+                             expires_at: int) -> None: ...

@@ -1,0 +1,136 @@
+"""Wire views of flows and tasks (webhooks.md §6), the task summary (model.md §2.4) and "newest first".
+
+Views are plain dicts in the spec's exact key order; ``msgspec.json.encode`` keeps that order.
+A ``*`` key appears only for a non-empty string, a ``?`` key only when set (a JSON field holding
+``null`` is set). Owner, requester and internal fields never appear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+from hookgate.flows.model import (
+    FLOW_TERMINAL,
+    TASK_ACTIVE,
+    TASK_FAILURES,
+    TASK_RUNTIMES,
+    TASK_STATUSES,
+    Flow,
+    Task,
+)
+from hookgate.webhooks.schema import UNSET
+
+
+def _put_str(view: dict[str, Any], key: str, value: str | None) -> None:
+    if isinstance(value, str) and value:
+        view[key] = value
+
+
+def _put_set(view: dict[str, Any], key: str, value: Any) -> None:
+    if value is not UNSET:
+        view[key] = value
+
+
+def _put_int(view: dict[str, Any], key: str, value: int | None) -> None:
+    if value is not None:
+        view[key] = value
+
+
+def flow_view(flow: Flow) -> dict[str, Any]:
+    """FlowView: ``flowId``, ``syncMode``, ``controllerId*`` … ``updatedAt``, ``endedAt?``."""
+    view: dict[str, Any] = {"flowId": flow.flow_id, "syncMode": flow.sync_mode}
+    _put_str(view, "controllerId", flow.controller_id)
+    _put_str(view, "currentStep", flow.current_step)
+    _put_str(view, "blockedTaskId", flow.blocked_task_id)
+    _put_str(view, "blockedSummary", flow.blocked_summary)
+    view["revision"] = flow.revision
+    view["status"] = flow.status
+    view["notifyPolicy"] = flow.notify_policy
+    view["goal"] = flow.goal
+    _put_set(view, "stateJson", flow.state_json)
+    _put_set(view, "waitJson", flow.wait_json)
+    _put_int(view, "cancelRequestedAt", flow.cancel_requested_at)
+    view["createdAt"] = flow.created_at
+    view["updatedAt"] = flow.updated_at
+    _put_int(view, "endedAt", flow.ended_at)
+    return view
+
+
+def task_view(task: Task) -> dict[str, Any]:
+    """TaskView: ``taskId``, ``runtime``, ``sourceId*`` … ``createdAt``, ``startedAt?`` … ``cleanupAfter?``."""
+    view: dict[str, Any] = {"taskId": task.task_id, "runtime": task.runtime}
+    _put_str(view, "sourceId", task.source_id)
+    _put_str(view, "childSessionKey", task.child_session_key)
+    _put_str(view, "parentFlowId", task.parent_flow_id)
+    _put_str(view, "parentTaskId", task.parent_task_id)
+    _put_str(view, "agentId", task.agent_id)
+    _put_str(view, "runId", task.run_id)
+    _put_str(view, "label", task.label)
+    _put_str(view, "error", task.error)
+    _put_str(view, "progressSummary", task.progress_summary)
+    _put_str(view, "terminalSummary", task.terminal_summary)
+    _put_str(view, "terminalOutcome", task.terminal_outcome)
+    view["scopeKind"] = task.scope_kind
+    view["task"] = task.task
+    view["status"] = task.status
+    view["deliveryStatus"] = task.delivery_status
+    view["notifyPolicy"] = task.notify_policy
+    view["createdAt"] = task.created_at
+    _put_int(view, "startedAt", task.started_at)
+    _put_int(view, "endedAt", task.ended_at)
+    _put_int(view, "lastEventAt", task.last_event_at)
+    _put_int(view, "cleanupAfter", task.cleanup_after)
+    return view
+
+
+def summary(tasks: Iterable[Task]) -> dict[str, Any]:
+    """The task summary of model.md §2.4; every key is always present, in the spec's order."""
+    by_status = {status: 0 for status in TASK_STATUSES}
+    by_runtime = {runtime: 0 for runtime in TASK_RUNTIMES}
+    total = 0
+    for task in tasks:
+        total += 1
+        if task.status in by_status:
+            by_status[task.status] += 1
+        if task.runtime in by_runtime:
+            by_runtime[task.runtime] += 1
+    active = sum(by_status[status] for status in TASK_ACTIVE)
+    return {
+        "total": total,
+        "active": active,
+        "terminal": sum(n for status, n in by_status.items() if status not in TASK_ACTIVE),
+        "failures": sum(by_status[status] for status in TASK_FAILURES),
+        "byStatus": by_status,
+        "byRuntime": by_runtime,
+    }
+
+
+R = TypeVar("R", Flow, Task)
+
+
+def newest_first(records: Iterable[R]) -> list[R]:
+    """Greatest ``createdAt`` first; equal ``createdAt`` → the later creation sequence first."""
+    return sorted(records, key=lambda record: (record.created_at, record.seq), reverse=True)
+
+
+def flow_views(flows: Iterable[Flow]) -> list[dict[str, Any]]:
+    return [flow_view(flow) for flow in newest_first(flows)]
+
+
+def task_views(tasks: Iterable[Task]) -> list[dict[str, Any]]:
+    return [task_view(task) for task in newest_first(tasks)]
+
+
+def resolve_flow(flows: Sequence[Flow], token: str, route_session_key: str) -> Flow | None:
+    """``resolve_flow`` over the owner's flows (webhooks.md §4.5)."""
+    for flow in flows:
+        if flow.flow_id == token:
+            return flow
+    if token.strip().lower() != route_session_key.strip().lower():
+        return None
+    ordered = newest_first(flows)
+    for flow in ordered:
+        if flow.status not in FLOW_TERMINAL:
+            return flow
+    return ordered[0] if ordered else None

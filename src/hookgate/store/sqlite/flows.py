@@ -1,0 +1,178 @@
+"""``FlowTx`` over a SQLite connection: flows, tasks, lineage and Surface A idempotency records."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Callable
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from hookgate.flows.model import Flow, Task
+from hookgate.flows.ports import StoredResponse
+from hookgate.runtime.events import prepare_event_text
+from hookgate.store.sqlite.schema import parse_named_queries
+from hookgate.webhooks.schema import UNSET
+
+if TYPE_CHECKING:
+    from hookgate.store.sqlite.backend import SqliteStore
+
+FQ = parse_named_queries(resources.files("hookgate.store.sqlite").joinpath("flows.sql").read_text("utf-8"))
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+_FLOW_FIELDS = [f.name for f in dataclasses.fields(Flow)]
+_TASK_FIELDS = [f.name for f in dataclasses.fields(Task)]
+_FLOW_JSON = {"state_json", "wait_json"}
+_FLOW_COLUMNS = ", ".join(_FLOW_FIELDS)
+_TASK_COLUMNS = ", ".join(_TASK_FIELDS)
+
+
+def _flow_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Flow:
+    values = dict(zip(_FLOW_FIELDS, row, strict=True))
+    for key in _FLOW_JSON:
+        raw = values[key]
+        values[key] = UNSET if raw is None else _decode(raw)
+    return Flow(**values)
+
+
+def _flow_params(flow: Flow) -> dict[str, Any]:
+    values = {name: getattr(flow, name) for name in _FLOW_FIELDS}
+    for key in _FLOW_JSON:
+        value = values[key]
+        values[key] = None if value is UNSET else _encode(value).decode()
+    return values
+
+
+def _task_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Task:
+    values = dict(zip(_TASK_FIELDS, row, strict=True))
+    values["executed"] = bool(values["executed"])
+    values["notified_states"] = tuple(_decode(values["notified_states"] or "[]"))
+    values["metadata"] = None if values["metadata"] is None else _decode(values["metadata"])
+    return Task(**values)
+
+
+def _task_params(task: Task) -> dict[str, Any]:
+    values = {name: getattr(task, name) for name in _TASK_FIELDS}
+    values["executed"] = 1 if task.executed else 0
+    values["notified_states"] = _encode(list(task.notified_states)).decode()
+    values["metadata"] = None if task.metadata is None else _encode(task.metadata).decode()
+    return values
+
+
+_INSERT_FLOW = (
+    f"INSERT INTO flows ({', '.join(n for n in _FLOW_FIELDS if n != 'seq')}) "
+    f"VALUES ({', '.join(':' + n for n in _FLOW_FIELDS if n != 'seq')})"
+)
+_UPDATE_FLOW = (
+    f"UPDATE flows SET {', '.join(f'{n} = :{n}' for n in _FLOW_FIELDS if n not in ('seq', 'flow_id'))} "
+    "WHERE flow_id = :flow_id AND revision = :expected_revision"
+)
+_INSERT_TASK = (
+    f"INSERT INTO tasks ({', '.join(n for n in _TASK_FIELDS if n != 'seq')}) "
+    f"VALUES ({', '.join(':' + n for n in _TASK_FIELDS if n != 'seq')})"
+)
+_UPDATE_TASK = (
+    f"UPDATE tasks SET {', '.join(f'{n} = :{n}' for n in _TASK_FIELDS if n not in ('seq', 'task_id'))} "
+    "WHERE task_id = :task_id"
+)
+_SELECT_FLOW = f"SELECT {_FLOW_COLUMNS} FROM flows"
+_SELECT_TASK = f"SELECT {_TASK_COLUMNS} FROM tasks"
+
+
+class SqliteFlowTx:
+    """One transaction's view; created per ``flow_write``/``flow_read`` call."""
+
+    def __init__(self, conn: sqlite3.Connection, store: SqliteStore, events: list[tuple[str, int]]) -> None:
+        self._conn = conn
+        self._store = store
+        self._events = events  # (outcome, dropped) of queued notifications, counted after commit
+
+    # flows -------------------------------------------------------------------------------------
+    def get_flow(self, flow_id: str, owner_key: str) -> Flow | None:
+        row = self._conn.execute(f"{_SELECT_FLOW} {FQ['where_flow_owned']}", (flow_id, owner_key)).fetchone()
+        return None if row is None else _flow_from_row(row)
+
+    def list_flows(self, owner_key: str) -> list[Flow]:
+        rows = self._conn.execute(f"{_SELECT_FLOW} {FQ['where_owner_newest']}", (owner_key,)).fetchall()
+        return [_flow_from_row(r) for r in rows]
+
+    def latest_flow(self, owner_key: str, *, active_only: bool) -> Flow | None:
+        clause = FQ["where_owner_active_newest"] if active_only else FQ["where_owner_newest_one"]
+        row = self._conn.execute(f"{_SELECT_FLOW} {clause}", (owner_key,)).fetchone()
+        return None if row is None else _flow_from_row(row)
+
+    def insert_flow(self, flow: Flow) -> Flow:
+        params = _flow_params(flow)
+        params.pop("seq")
+        cur = self._conn.execute(_INSERT_FLOW, params)
+        return dataclasses.replace(flow, seq=int(cur.lastrowid or 0))
+
+    def update_flow_if_revision(self, flow: Flow, expected_revision: int) -> bool:
+        params = _flow_params(flow)
+        params.pop("seq")
+        params["expected_revision"] = expected_revision
+        return self._conn.execute(_UPDATE_FLOW, params).rowcount == 1
+
+    # tasks -------------------------------------------------------------------------------------
+    def get_task(self, task_id: str) -> Task | None:
+        row = self._conn.execute(f"{_SELECT_TASK} WHERE task_id = ?", (task_id,)).fetchone()
+        return None if row is None else _task_from_row(row)
+
+    def list_tasks(self, flow_id: str) -> list[Task]:
+        rows = self._conn.execute(f"{_SELECT_TASK} {FQ['where_flow_tasks_newest']}", (flow_id,)).fetchall()
+        return [_task_from_row(r) for r in rows]
+
+    def find_retry_tasks(self, flow_id: str, run_id: str, runtime: str, owner_key: str,
+                         child_session_key: str | None) -> list[Task]:
+        rows = self._conn.execute(
+            f"{_SELECT_TASK} {FQ['where_retry_candidates']}",
+            (flow_id, run_id, runtime, owner_key, child_session_key),
+        ).fetchall()
+        return [_task_from_row(r) for r in rows]
+
+    def insert_task(self, task: Task) -> Task:
+        params = _task_params(task)
+        params.pop("seq")
+        cur = self._conn.execute(_INSERT_TASK, params)
+        return dataclasses.replace(task, seq=int(cur.lastrowid or 0))
+
+    def update_task(self, task: Task) -> None:
+        params = _task_params(task)
+        params.pop("seq")
+        self._conn.execute(_UPDATE_TASK, params)
+
+    # sessions and notifications ---------------------------------------------------------------
+    def session_parent(self, key: str) -> tuple[bool, str | None]:
+        row = self._conn.execute(FQ["session_parent"], (key,)).fetchone()
+        return (False, None) if row is None else (True, row[0])
+
+    def record_child_session(self, key: str, parent: str, agent_id: str, now_ms: int) -> None:
+        self._conn.execute(FQ["insert_child_session"], (key, agent_id, self._store.new_session_id(), parent, now_ms))
+
+    def queue_system_event(self, session_key: str, agent_id: str, text: str, now_ms: int,
+                           wake_reason: str | None) -> str:
+        prepared = prepare_event_text(text)
+        if not prepared:
+            return "coalesced"
+        result = self._store.queue_event_sync(self._conn, session_key, agent_id, prepared, now_ms, wake_reason)
+        self._events.append((result.outcome, result.dropped))
+        return result.outcome
+
+    # idempotency ---------------------------------------------------------------------------------
+    def get_webhook_response(self, route_id: str, key: str, now_ms: int) -> StoredResponse | None:
+        row = self._conn.execute(FQ["get_webhook_response"], (route_id, key, now_ms)).fetchone()
+        return None if row is None else StoredResponse(row[0], int(row[1]), bytes(row[2]))
+
+    def put_webhook_response(self, route_id: str, key: str, response: StoredResponse, now_ms: int,
+                             expires_at: int) -> None:
+        self._conn.execute(
+            FQ["put_webhook_response"],
+            (route_id, key, response.body_sha256, response.status, response.body, now_ms, expires_at),
+        )
+
+
+Runner = Callable[[SqliteFlowTx], Any]

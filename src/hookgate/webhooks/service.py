@@ -1,0 +1,237 @@
+"""The TaskFlow action service: one store transaction per action (webhooks.md §3–§5, README §9).
+
+Each action loads the owner-scoped records through a ``FlowTx``, asks ``flows.decisions`` what to do,
+writes what the decision says, queues the task notifications, and — for mutating actions with an
+``Idempotency-Key`` — stores the response, all in the same transaction. Reads run on a snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from hookgate.clock import Clock, new_id
+from hookgate.config.settings import RouteSettings, Settings
+from hookgate.flows import decisions, results
+from hookgate.flows.notifications import Notification, notification_session
+from hookgate.flows.ports import FlowTx, StoredResponse
+from hookgate.flows.rules import LINEAGE_MAX_STEPS, Retention, TaskChange, child_session_verdict
+from hookgate.store.base import Store
+from hookgate.webhooks import schema as s
+
+_encode = msgspec.json.Encoder().encode
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    status: int
+    body: bytes
+    code: str  # ok, cancel_pending or the error code (metrics, logs)
+    replayed: bool = False
+    flow_id: str | None = None
+
+
+class FlowService:
+    """Runs validated actions for a route."""
+
+    def __init__(self, store: Store, clock: Clock, settings: Callable[[], Settings]) -> None:
+        self.store = store
+        self.clock = clock
+        self.settings = settings
+
+    async def execute(self, route: RouteSettings, action: s.Action, name: str, *, idempotency_key: str | None,
+                      body_sha256: str) -> ActionResult:
+        now = self.clock.now_ms()
+        if name not in s.MUTATING_ACTIONS:
+            outcome = await self.store.flow_read(lambda tx: _READS[name](tx, route, action))
+            return _result(route, outcome)
+        ttl_ms = int(self.settings().webhooks.idempotency_ttl_hours * HOUR_MS)
+
+        def run(tx: FlowTx) -> ActionResult:
+            if idempotency_key is not None:
+                stored = tx.get_webhook_response(route.id, idempotency_key, now)
+                if stored is not None:
+                    if stored.body_sha256 == body_sha256:
+                        return ActionResult(stored.status, stored.body, "replay", replayed=True)
+                    return _result(route, results.idempotency_key_reused())
+            outcome = self._mutate(tx, route, action, now)
+            answer = _result(route, outcome)
+            if idempotency_key is not None and answer.status < 500:
+                tx.put_webhook_response(route.id, idempotency_key,
+                                        StoredResponse(body_sha256, answer.status, answer.body), now, now + ttl_ms)
+            return answer
+
+        return await self.store.flow_write(run)
+
+    # --- mutations --------------------------------------------------------------------------------
+
+    def _mutate(self, tx: FlowTx, route: RouteSettings, action: s.Action, now: int) -> results.Outcome:
+        owner = route.session_key
+        if isinstance(action, s.CreateFlow):
+            decision = decisions.decide_create_flow(
+                action, flow_id=new_id(), owner_key=owner, route_controller_id=route.controller_id, now=now,
+                route_id=route.id,
+            )
+            assert decision.flow is not None
+            tx.insert_flow(decision.flow)
+            return decision.outcome
+        if isinstance(action, s.SetWaiting | s.ResumeFlow | s.FinishFlow | s.FailFlow | s.RequestCancel):
+            flow = tx.get_flow(action.flow_id, owner)
+            decision = decisions.decide_mutation(flow, action, now)
+            if decision.flow is not None and flow is not None:
+                if not tx.update_flow_if_revision(decision.flow, flow.revision):
+                    current = tx.get_flow(action.flow_id, owner)
+                    assert current is not None
+                    return results.revision_conflict(current)
+            return decision.outcome
+        if isinstance(action, s.CancelFlow):
+            return self._cancel(tx, owner, action, now)
+        if isinstance(action, s.RunTask):
+            return self._run_task(tx, route, action, now)
+        assert isinstance(action, s.UpdateTask)
+        return self._update_task(tx, owner, action, now)
+
+    def _retention(self) -> Retention:
+        r = self.settings().storage.retention
+        return Retention(task_days=r.task_days, lost_task_days=r.lost_task_days)
+
+    def _cancel(self, tx: FlowTx, owner: str, action: s.CancelFlow, now: int) -> results.Outcome:
+        flow = tx.get_flow(action.flow_id, owner)
+        tasks = tx.list_tasks(flow.flow_id) if flow is not None else []
+        decision = decisions.decide_cancel(flow, tasks, now, self._retention())
+        for change in decision.tasks:
+            self._write_task(tx, change, owner, now)
+        if decision.flow is not None and flow is not None:
+            tx.update_flow_if_revision(decision.flow, flow.revision)
+        return decision.outcome
+
+    def _run_task(self, tx: FlowTx, route: RouteSettings, action: s.RunTask, now: int) -> results.Outcome:
+        owner = route.session_key
+        flow = tx.get_flow(action.flow_id, owner)
+        verdict = None
+        if flow is not None and action.child_session_key is not None:
+            verdict = child_session_verdict(action.child_session_key, owner,
+                                            _ancestors(tx, action.child_session_key.strip().lower()))
+        tasks = tx.list_tasks(flow.flow_id) if flow is not None and action.run_id is not None else []
+        decision = decisions.decide_run_task(flow, tasks, action, task_id=new_id(), now=now,
+                                             execute=route.execute, child_verdict=verdict)
+        if decision.record_child_session and action.child_session_key is not None:
+            child = action.child_session_key.strip().lower()
+            agent = _agent_of(child) or route.agent_id or self.settings().agents.default_agent_id
+            tx.record_child_session(child, owner, agent, now)
+        if decision.task is not None:
+            if decision.created:
+                tx.insert_task(decision.task.task)
+                self._notify(tx, decision.task.notifications, owner, now)
+            else:
+                tx.update_task(decision.task.task)
+        return decision.outcome
+
+    def _update_task(self, tx: FlowTx, owner: str, action: s.UpdateTask, now: int) -> results.Outcome:
+        task = tx.get_task(action.task_id)
+        flow = tx.get_flow(task.parent_flow_id, owner) if task is not None and task.parent_flow_id else None
+        flow_tasks = tx.list_tasks(flow.flow_id) if flow is not None else []
+        decision = decisions.decide_update_task(task, flow, flow_tasks, action, now, self._retention())
+        if decision.task is not None:
+            self._write_task(tx, decision.task, owner, now)
+        if decision.flow is not None and flow is not None:
+            tx.update_flow_if_revision(decision.flow, flow.revision)
+        return decision.outcome
+
+    def _write_task(self, tx: FlowTx, change: TaskChange, owner: str, now: int) -> None:
+        tx.update_task(change.task)
+        self._notify(tx, change.notifications, owner, now)
+
+    def _notify(self, tx: FlowTx, notes: tuple[Notification, ...], owner: str, now: int) -> None:
+        if not notes:
+            return
+        session, agent = notification_session(owner, self.settings().agents.default_agent_id)
+        for note in notes:
+            tx.queue_system_event(session, agent, note.text, now, note.heartbeat_reason)
+
+
+# --- reads ----------------------------------------------------------------------------------------
+
+
+def _get_flow(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
+    return results.flow_result(tx.get_flow(action.flow_id, route.session_key))
+
+
+def _list_flows(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
+    return results.flows_result(tx.list_flows(route.session_key))
+
+
+def _find_latest(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
+    return results.flow_result(tx.latest_flow(route.session_key, active_only=False))
+
+
+def _resolve(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
+    owner = route.session_key
+    by_id = tx.get_flow(action.token, owner)
+    if by_id is not None:
+        return results.flow_result(by_id)
+    if action.token.strip().lower() == owner.lower():
+        flow = tx.latest_flow(owner, active_only=True) or tx.latest_flow(owner, active_only=False)
+        return results.flow_result(flow)
+    return results.flow_result(None)
+
+
+def _summary(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
+    flow = tx.get_flow(action.flow_id, route.session_key)
+    return results.summary_result(tx.list_tasks(flow.flow_id) if flow is not None else None)
+
+
+def _get_task(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
+    task = tx.get_task(action.task_id)
+    visible = task is not None and task.parent_flow_id is not None and (
+        tx.get_flow(task.parent_flow_id, route.session_key) is not None
+    )
+    return results.task_result(task if visible else None)
+
+
+def _list_tasks(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
+    flow = tx.get_flow(action.flow_id, route.session_key)
+    return results.tasks_result(tx.list_tasks(flow.flow_id) if flow is not None else None)
+
+
+_READS: dict[str, Callable[[FlowTx, RouteSettings, Any], results.Outcome]] = {
+    "get_flow": _get_flow,
+    "list_flows": _list_flows,
+    "find_latest_flow": _find_latest,
+    "resolve_flow": _resolve,
+    "get_task_summary": _summary,
+    "get_task": _get_task,
+    "list_tasks": _list_tasks,
+}
+
+def _ancestors(tx: FlowTx, key: str) -> list[str] | None:
+    """The ``spawnedBy`` chain of ``key`` (parent first), or ``None`` when the store does not know it."""
+    known, parent = tx.session_parent(key)
+    if not known:
+        return None
+    chain: list[str] = []
+    while parent is not None and len(chain) < LINEAGE_MAX_STEPS:
+        chain.append(parent)
+        known, parent = tx.session_parent(parent)
+        if not known:
+            break
+    return chain
+
+
+def _agent_of(key: str) -> str | None:
+    parts = key.split(":", 2)
+    return parts[1] if len(parts) == 3 and parts[0] == "agent" and parts[1] else None
+
+
+def _result(route: RouteSettings, outcome: results.Outcome) -> ActionResult:
+    code = outcome.code or "ok"
+    flow_id = None
+    flow = outcome.result.get("flow") if isinstance(outcome.result, dict) else None
+    if isinstance(flow, dict):
+        flow_id = flow.get("flowId")
+    return ActionResult(outcome.status, _encode(results.envelope(route.id, outcome)), code, flow_id=flow_id)
+
