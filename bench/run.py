@@ -21,6 +21,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 HERE = Path(__file__).resolve().parent
 TOKEN = "bench-hooks-token"
@@ -66,7 +67,7 @@ class RssSampler:
                 return
             time.sleep(0.1)
 
-    def __enter__(self) -> RssSampler:
+    def __enter__(self) -> Self:
         self._t.start()
         return self
 
@@ -89,7 +90,7 @@ _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
 def _latency(text: str, pct: str) -> float:
-    m = re.search(rf"^\s*{pct}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
+    m = re.search(rf"^\s*{pct}%\s+([\d.]+)(us|ms|s)\s*$", text, re.MULTILINE)
     return float(m.group(1)) * _UNITS[m.group(2)] if m else float("nan")
 
 
@@ -167,8 +168,9 @@ def main() -> int:
     port = free_port()
     cfg = gateway_config(work, args.durability)
     t0 = time.monotonic()
+    log = open(work / "gateway.log", "wb")  # noqa: SIM115 - closed after the gateway exits
     proc = subprocess.Popen([PY, "-m", "hookgate.cli", "serve", "--config", str(cfg), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=open(work / "gateway.log", "wb"))
+                            stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_http(base + "/readyz")
@@ -193,6 +195,7 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(30)
+        log.close()
 
     print(f"\nhookgate bench — wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
           f"durability {args.durability}, {os.cpu_count()} cores\n")

@@ -67,6 +67,18 @@ def build_parser() -> argparse.ArgumentParser:
     runs_show.add_argument("run_id")
     runs_show.add_argument("--content", action="store_true", help="show message, prompt and reply")
 
+    flows = sub.add_parser("flows", parents=[common], help="inspect TaskFlows")
+    flows_sub = flows.add_subparsers(dest="flows_command", metavar="list|show", required=True)
+    flows_list = flows_sub.add_parser("list", parents=[common])
+    flows_list.add_argument("--session", metavar="KEY")
+    flows_list.add_argument("--route", metavar="ROUTE_ID")
+    flows_list.add_argument("--status", action="append", default=[])
+    flows_list.add_argument("--limit", type=int, default=50)
+    flows_list.add_argument("--json", action="store_true")
+    flows_show = flows_sub.add_parser("show", parents=[common])
+    flows_show.add_argument("flow_id")
+    flows_show.add_argument("--json", action="store_true")
+
     events = sub.add_parser("events", parents=[common], help="inspect system events")
     events_sub = events.add_subparsers(dest="events_command", metavar="list", required=True)
     events_list = events_sub.add_parser("list", parents=[common])
@@ -280,10 +292,50 @@ def cmd_events(args: argparse.Namespace) -> int:
     return _with_store(settings, go)
 
 
+def cmd_flows(args: argparse.Namespace) -> int:
+    from hookgate.flows.views import flow_view, summary, task_view
+
+    settings = _load(args)
+
+    async def go(store: Any) -> int:
+        if args.flows_command == "show":
+            def read(tx: Any) -> Any:
+                flow = tx.admin_get_flow(args.flow_id)
+                return (flow, tx.list_tasks(flow.flow_id)) if flow is not None else None
+
+            found = await store.flow_read(read)
+            if found is None:
+                print(f"flow {args.flow_id} not found", file=sys.stderr)
+                return EXIT_FAILED
+            flow, tasks = found
+            shown = {"flow": {**flow_view(flow), "ownerKey": flow.owner_key},
+                     "tasks": [task_view(t) for t in tasks], "summary": summary(tasks)}
+            print(json.dumps(shown, indent=2, ensure_ascii=False))
+            return EXIT_OK
+        owner = args.session.strip().lower() if args.session else None
+        if args.route:
+            route = next((r for r in settings.webhooks.routes if r.id == args.route), None)
+            if route is None:
+                print(f"route {args.route} not found", file=sys.stderr)
+                return EXIT_FAILED
+            owner = route.session_key
+        flows = await store.flow_read(lambda tx: tx.admin_list_flows(owner, tuple(args.status), args.limit))
+        if args.json:
+            print(json.dumps([flow_view(f) for f in flows], indent=2, ensure_ascii=False))
+            return EXIT_OK
+        rows = [[f.flow_id, f.status, str(f.revision), _iso(f.updated_at), obs_logging.clean_text(f.goal, 60)]
+                for f in flows]
+        print(_table(["FLOW ID", "STATUS", "REV", "UPDATED", "GOAL"], rows))
+        return EXIT_OK
+
+    return _with_store(settings, go)
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "config": cmd_config,
     "runs": cmd_runs,
+    "flows": cmd_flows,
     "events": cmd_events,
     "secrets": cmd_secrets,
     "token": cmd_token,

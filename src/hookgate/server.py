@@ -198,7 +198,12 @@ class Service:
         while True:
             await asyncio.sleep(self.settings.storage.retention.sweep_seconds)
             try:
-                await self.gateway.store.sweep(self.clock.now_ms())
+                now = self.clock.now_ms()
+                await self.gateway.store.sweep(now)
+                if self.gateway.route_surface is not None:
+                    tasks, flows = await self.gateway.route_surface.service.sweep(now)
+                    if tasks or flows:
+                        self.log.info("retention.swept", tasks=tasks, flows=flows)
             except HookgateError as exc:
                 self.log.warning("store.error", operation="sweep", error=exc.message)
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ def hookgate(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subpro
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKGATE_")}
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "hookgate.cli", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_config_check_reports_every_error_with_its_key_path(tmp_path: Path) -> None:
@@ -100,10 +101,10 @@ def test_token_generate(tmp_path: Path, nbytes: int) -> None:
 def test_events_and_runs_commands(tmp_path: Path) -> None:
     import asyncio
 
+    from hookgate.clock import SystemClock
     from hookgate.config.loader import load_settings
     from hookgate.hooks.actions import AgentAction, WakeAction
     from hookgate.hooks.dispatch import dispatch_agent, dispatch_wake, prepare_agent
-    from hookgate.clock import SystemClock
     from hookgate.store import open_store
 
     (tmp_path / "hookgate.json5").write_text('{hooks: {enabled: true, token: "t"}}')
@@ -146,3 +147,55 @@ def test_events_and_runs_commands(tmp_path: Path) -> None:
     assert full["inputs"]["message"] == "summarise secret-message"
     missing = hookgate(tmp_path, "runs", "show", "nope")
     assert missing.returncode == 1 and "run nope not found" in missing.stderr
+
+
+def test_flows_list_and_show(tmp_path: Path) -> None:
+    import asyncio
+
+    from hookgate.clock import SystemClock
+    from hookgate.config.loader import load_settings
+    from hookgate.store import open_store
+    from hookgate.webhooks.schema import parse_action
+    from hookgate.webhooks.service import FlowService
+
+    (tmp_path / "hookgate.json5").write_text(json.dumps({"plugins": {"entries": {"webhooks": {"config": {"routes": {
+        "ci": {"sessionKey": "agent:ops:main", "secret": "s"},
+        "zap": {"sessionKey": "agent:main:main", "secret": "z"}}}}}},
+        "agents": {"list": [{"id": "main", "default": True}, {"id": "ops"}]}}))
+    settings = load_settings(str(tmp_path / "hookgate.json5"), {}, cwd=str(tmp_path))
+    ci, zap = settings.webhooks.routes
+
+    async def seed() -> str:
+        store = open_store(settings.storage)
+        await store.open("cli")
+        service = FlowService(store, SystemClock(), lambda: settings)
+        try:
+            async def act(route: Any, body: dict[str, Any]) -> dict[str, Any]:
+                r = await service.execute(route, parse_action(body), body["action"], idempotency_key=None,
+                                          body_sha256="")
+                return dict(json.loads(r.body))
+
+            flow = (await act(ci, {"action": "create_flow", "goal": "Nightly release " + "x" * 80}))["result"]["flow"]
+            await act(ci, {"action": "run_task", "flowId": flow["flowId"], "runtime": "subagent", "task": "tests"})
+            await act(zap, {"action": "create_flow", "goal": "zapier", "status": "waiting"})
+            return str(flow["flowId"])
+        finally:
+            await store.close()
+
+    flow_id = asyncio.run(seed())
+    r = hookgate(tmp_path, "flows", "list")
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["FLOW", "ID", "STATUS", "REV", "UPDATED", "GOAL"]
+    assert len(lines) == 3 and "zapier" in lines[1]  # newest first
+    assert lines[2].endswith("Nightly release " + "x" * 44)  # goal cut to 60 characters
+    only_ci = hookgate(tmp_path, "flows", "list", "--route", "ci").stdout.splitlines()
+    assert len(only_ci) == 2 and flow_id in only_ci[1]
+    assert len(hookgate(tmp_path, "flows", "list", "--session", "AGENT:MAIN:MAIN").stdout.splitlines()) == 2
+    assert len(hookgate(tmp_path, "flows", "list", "--status", "waiting").stdout.splitlines()) == 2
+    assert hookgate(tmp_path, "flows", "list", "--route", "nope").returncode == 1
+    shown = json.loads(hookgate(tmp_path, "flows", "show", flow_id).stdout)
+    assert list(shown) == ["flow", "tasks", "summary"]
+    assert shown["flow"]["ownerKey"] == "agent:ops:main" and shown["flow"]["flowId"] == flow_id
+    assert shown["tasks"][0]["task"] == "tests" and shown["summary"]["total"] == 1
+    missing = hookgate(tmp_path, "flows", "show", "nope")
+    assert missing.returncode == 1 and "flow nope not found" in missing.stderr

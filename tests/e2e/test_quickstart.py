@@ -49,17 +49,17 @@ def test_quickstart_prints_working_curl_commands(tmp_path: Path) -> None:
         assert oct(secrets_file.stat().st_mode & 0o777) == "0o600"
         token = json.loads(secrets_file.read_text())["hooksToken"]
         # the curl commands exactly as printed (with their line continuations)
-        commands = re.findall(r"^  (curl .*?(?:\\\n.*?)*)$", out, re.M)
+        commands = re.findall(r"^  (curl .*?(?:\\\n.*?)*)$", out, re.MULTILINE)
         assert len(commands) >= 3
         wake, agent = commands[0], commands[1]
         assert token in wake
-        r = subprocess.run(["bash", "-c", wake], capture_output=True, text=True, timeout=10)
+        r = subprocess.run(["bash", "-c", wake], capture_output=True, text=True, timeout=10, check=False)
         assert json.loads(r.stdout) == {"ok": True, "mode": "now", "eventOutcome": "queued"}
-        r = subprocess.run(["bash", "-c", agent], capture_output=True, text=True, timeout=10)
+        r = subprocess.run(["bash", "-c", agent], capture_output=True, text=True, timeout=10, check=False)
         assert json.loads(r.stdout)["ok"] is True
         inspect = [line.strip() for line in out.splitlines() if line.strip().startswith(".venv/bin/hookgate")]
         r = subprocess.run(["bash", "-c", inspect[0]], cwd=tmp_path, capture_output=True, text=True, timeout=30,
-                           env=env)
+                           env=env, check=False)
         assert "agent:main:main" in r.stdout and "Deploy finished" in r.stdout
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -9,8 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from gateway import GatewayFactory, RunningGateway, hooks_config  # noqa: E402
-
+from gateway import GatewayFactory, RunningGateway, hooks_config
 
 
 @pytest.fixture

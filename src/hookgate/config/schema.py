@@ -82,7 +82,7 @@ STORAGE = Obj(
                 {
                     "taskDays": F(Num(gt=0), 7),
                     "lostTaskDays": F(Num(gt=0), 1),
-                    "flowDays": F(Num(gt=0), 30),
+                    "flowDays": F(Num(lo=0), 30),  # 0 keeps flows forever (model.md §2.5)
                     "runDays": F(Num(gt=0), 30),
                     "deliveryDays": F(Num(gt=0), 30),
                     "eventDays": F(Num(gt=0), 7),

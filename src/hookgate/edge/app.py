@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
@@ -16,10 +15,19 @@ from hookgate.clock import Clock, SystemClock
 from hookgate.config.settings import Settings
 from hookgate.edge.clientip import client_ip, normalize_peer
 from hookgate.edge.hooks_surface import HooksSurface
-from hookgate.edge.http import Answer, Responder, error_b, first_headers, json_answer, remove_dot_segments, request_id
+from hookgate.edge.http import (
+    Answer,
+    Responder,
+    error_b,
+    first_headers,
+    json_answer,
+    remove_dot_segments,
+    request_id,
+)
 from hookgate.edge.request import Request, bearer_token, secrets_equal
 from hookgate.edge.routes_surface import RoutesSurface
 from hookgate.edge.throttle import AuthThrottle
+from hookgate.errors import HookgateError
 from hookgate.obs import metrics as metrics_mod
 from hookgate.obs.logging import get_logger, info_line
 from hookgate.store.base import Store
@@ -152,7 +160,7 @@ class Gateway:
         failing: list[str] = []
         try:
             ok = await asyncio.wait_for(self.store.ping(READY_STORE_TIMEOUT), READY_STORE_TIMEOUT)
-        except Exception:
+        except (TimeoutError, HookgateError, OSError):
             ok = False
         if not ok:
             failing.append("store")

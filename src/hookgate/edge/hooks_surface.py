@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
-from hookgate.errors import HookgateError, RequestError, StoreUnavailable
 from hookgate.edge.http import Answer, BodyTimeout, BodyTooLarge, ClientGone, error_b, json_answer, read_body
 from hookgate.edge.request import Request, bearer_token, header_token, secrets_equal
+from hookgate.errors import HookgateError, RequestError, StoreUnavailable
 from hookgate.hooks import actions
 from hookgate.hooks.dispatch import dispatch_agent, dispatch_wake, prepare_agent
 from hookgate.hooks.payload import Payload, decode_hook_body, fields

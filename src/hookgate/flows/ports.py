@@ -7,6 +7,7 @@ fsynced before the caller resumes); ``Store.flow_read(fn)`` runs it on a read sn
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,6 +61,18 @@ class FlowTx(Protocol):
     def queue_system_event(self, session_key: str, agent_id: str, text: str, now_ms: int,
                            wake_reason: str | None) -> str:
         """Append a (sanitised) event to a main session; returns ``queued``/``coalesced``."""
+
+    # retention and operators (model.md §2.5, operations.md §1.4) --------------------------------
+    def delete_expired_tasks(self, now_ms: int) -> int:
+        """Delete terminal tasks whose ``cleanupAfter`` has passed."""
+
+    def delete_ended_flows(self, ended_before_ms: int) -> int:
+        """Delete terminal flows that ended before the time and have no remaining task."""
+
+    def admin_list_flows(self, owner_key: str | None, statuses: Sequence[str], limit: int) -> list[Flow]:
+        """Any owner's flows (operators only), newest first."""
+
+    def admin_get_flow(self, flow_id: str) -> Flow | None: ...
 
     # idempotency ---------------------------------------------------------------------------------
     def get_webhook_response(self, route_id: str, key: str, now_ms: int) -> StoredResponse | None: ...

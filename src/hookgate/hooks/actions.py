@@ -65,7 +65,7 @@ def timeout_seconds(value: Any) -> int | None:
         return None
     if value < 1:
         return None
-    return min(int(math.floor(value)), MAX_TIMEOUT_SECONDS)
+    return min(math.floor(value), MAX_TIMEOUT_SECONDS)
 
 
 def normalize_channel(value: Any, enabled_channels: tuple[str, ...]) -> str:

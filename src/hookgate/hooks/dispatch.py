@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from hookgate.clock import Clock, new_id
 from hookgate.config.settings import Settings
+from hookgate.errors import RequestError
 from hookgate.hooks.actions import AgentAction, WakeAction
 from hookgate.hooks.policy import (
     idempotency_record_key,
@@ -16,7 +17,6 @@ from hookgate.hooks.policy import (
     resolve_agent,
     stored_session_key,
 )
-from hookgate.errors import RequestError
 from hookgate.runtime.events import prepare_event_text, sanitize_system_text
 from hookgate.store.base import IdempotencyClaim, NewRun, Store
 

@@ -24,6 +24,7 @@ from hookgate.webhooks import schema as s
 
 _encode = msgspec.json.Encoder().encode
 HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,19 @@ class FlowService:
 
         return await self.store.flow_write(run)
 
+    async def sweep(self, now: int) -> tuple[int, int]:
+        """Retention (model.md §2.5): expired terminal tasks, then old terminal flows left without tasks."""
+        retention = self.settings().storage.retention
+
+        def run(tx: FlowTx) -> tuple[int, int]:
+            tasks = tx.delete_expired_tasks(now)
+            flows = 0
+            if retention.flow_days > 0:
+                flows = tx.delete_ended_flows(now - int(retention.flow_days * DAY_MS))
+            return tasks, flows
+
+        return await self.store.flow_write(run)
+
     # --- mutations --------------------------------------------------------------------------------
 
     def _mutate(self, tx: FlowTx, route: RouteSettings, action: s.Action, now: int) -> results.Outcome:
@@ -82,11 +96,11 @@ class FlowService:
         if isinstance(action, s.SetWaiting | s.ResumeFlow | s.FinishFlow | s.FailFlow | s.RequestCancel):
             flow = tx.get_flow(action.flow_id, owner)
             decision = decisions.decide_mutation(flow, action, now)
-            if decision.flow is not None and flow is not None:
-                if not tx.update_flow_if_revision(decision.flow, flow.revision):
-                    current = tx.get_flow(action.flow_id, owner)
-                    assert current is not None
-                    return results.revision_conflict(current)
+            written = decision.flow is None or flow is None or tx.update_flow_if_revision(decision.flow, flow.revision)
+            if not written:  # another writer moved the revision since the read (multi-writer backends)
+                current = tx.get_flow(action.flow_id, owner)
+                assert current is not None
+                return results.revision_conflict(current)
             return decision.outcome
         if isinstance(action, s.CancelFlow):
             return self._cancel(tx, owner, action, now)

@@ -193,7 +193,7 @@ def test_custom_base_path(gateway_factory: GatewayFactory) -> None:
     with gw.client() as c:
         assert c.post("/api/in/wake", json={"text": "a"}, headers=AUTH).status_code == 200
         assert c.post("/hooks/wake", json={"text": "a"}, headers=AUTH).status_code == 404
-    assert "hooks: POST http://127.0.0.1:%d/api/in/wake, /api/in/agent" % gw.port in gw.stdout_lines
+    assert f"hooks: POST http://127.0.0.1:{gw.port}/api/in/wake, /api/in/agent" in gw.stdout_lines
 
 
 # --- bodies: decode, 413, 408 -------------------------------------------------------------------
@@ -311,8 +311,8 @@ def test_agent_unknown_agent_runs_on_default(gateway: RunningGateway) -> None:
         ({"message": "hi", "model": ""}, "model required"),
         ({"message": "hi", "model": None}, "model required"),
         ({"message": "hi", "sessionKey": "agent:main:x"},
-         "sessionKey is disabled for externally supplied hook payload values; "
-         "set hooks.allowRequestSessionKey=true to enable"),
+         ("sessionKey is disabled for externally supplied hook payload values; "
+         "set hooks.allowRequestSessionKey=true to enable")),
     ],
 )
 def test_agent_validation_errors(gateway: RunningGateway, payload: Any, error: str) -> None:

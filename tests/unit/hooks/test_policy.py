@@ -106,8 +106,8 @@ def test_idempotency_record_key_matches_the_spec_formula() -> None:
 
 
 def test_idempotency_record_key_changes_with_any_scope_field() -> None:
-    base = dict(token="t", path="agent", action=AgentAction("hi"), effective_agent="main",
-                scope_session_key=None, key="k1")
+    base = {"token": "t", "path": "agent", "action": AgentAction("hi"), "effective_agent": "main",
+                "scope_session_key": None, "key": "k1"}
     ref = idempotency_record_key(**base)  # type: ignore[arg-type]
     for change in ({"token": "u"}, {"path": "gh"}, {"action": AgentAction("ho")}, {"effective_agent": "ops"},
                    {"scope_session_key": "hook:x"}, {"key": "k2"}, {"action": AgentAction("hi", deliver=False)}):

@@ -21,6 +21,7 @@ import msgspec
 
 from hookgate.clock import Clock, SystemClock, new_id
 from hookgate.errors import StoreUnavailable
+from hookgate.flows.ports import FlowTx
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.events import MAX_PENDING_EVENTS
 from hookgate.store.base import (
@@ -35,9 +36,8 @@ from hookgate.store.base import (
     StoreRole,
     WakeResult,
 )
-from hookgate.store.sqlite.schema import Q, migrate
-from hookgate.flows.ports import FlowTx
 from hookgate.store.sqlite.flows import FQ, SqliteFlowTx
+from hookgate.store.sqlite.schema import Q, migrate
 from hookgate.store.sqlite.writer import Writer
 
 T = TypeVar("T")

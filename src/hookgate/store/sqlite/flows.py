@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -161,6 +161,31 @@ class SqliteFlowTx:
         result = self._store.queue_event_sync(self._conn, session_key, agent_id, prepared, now_ms, wake_reason)
         self._events.append((result.outcome, result.dropped))
         return result.outcome
+
+    # retention and operators ---------------------------------------------------------------------
+    def delete_expired_tasks(self, now_ms: int) -> int:
+        return int(self._conn.execute(FQ["delete_expired_tasks"], (now_ms,)).rowcount)
+
+    def delete_ended_flows(self, ended_before_ms: int) -> int:
+        return int(self._conn.execute(FQ["delete_ended_flows"], (ended_before_ms,)).rowcount)
+
+    def admin_list_flows(self, owner_key: str | None, statuses: Sequence[str], limit: int) -> list[Flow]:
+        clauses, params = [], []
+        if owner_key is not None:
+            clauses.append("owner_key = ?")
+            params.append(owner_key)
+        if statuses:
+            clauses.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            params.extend(statuses)
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        rows = self._conn.execute(
+            f"{_SELECT_FLOW} {where}ORDER BY created_at DESC, seq DESC LIMIT ?", (*params, limit)
+        ).fetchall()
+        return [_flow_from_row(r) for r in rows]
+
+    def admin_get_flow(self, flow_id: str) -> Flow | None:
+        row = self._conn.execute(f"{_SELECT_FLOW} WHERE flow_id = ?", (flow_id,)).fetchone()
+        return None if row is None else _flow_from_row(row)
 
     # idempotency ---------------------------------------------------------------------------------
     def get_webhook_response(self, route_id: str, key: str, now_ms: int) -> StoredResponse | None:

@@ -42,3 +42,14 @@ ON CONFLICT (route_id, idem_key) DO UPDATE SET
 
 -- name: sweep_webhook_idempotency
 DELETE FROM webhook_idempotency WHERE expires_at <= ?
+
+-- name: delete_expired_tasks
+DELETE FROM tasks
+WHERE cleanup_after IS NOT NULL AND cleanup_after <= ?
+  AND status IN ('succeeded', 'failed', 'timed_out', 'cancelled', 'lost')
+
+-- name: delete_ended_flows
+DELETE FROM flows
+WHERE ended_at IS NOT NULL AND ended_at < ?
+  AND status IN ('succeeded', 'failed', 'cancelled', 'lost')
+  AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.parent_flow_id = flows.flow_id)
