@@ -139,44 +139,149 @@ def minimal_ceiling(args: argparse.Namespace, work: Path) -> Result:
         proc.wait()
 
 
-def gateway_config(work: Path, durability: str) -> Path:
+ROUTE = "/plugins/webhooks/bench"
+ROUTE_SECRET = "bench-route-secret"
+ROUTE_SESSION = "agent:main:main"
+BIG_LIMITS = {"rateLimit": {"windowSeconds": 60, "maxRequests": 100_000_000}, "maxInFlight": 1024}
+
+
+def gateway_config(work: Path, db: Path, durability: str) -> Path:
     cfg = {
-        "storage": {"sqlite": {"path": str(work / "bench.db"), "durability": durability}},
+        "storage": {"sqlite": {"path": str(db), "durability": durability}},
         "hooks": {"enabled": True, "token": TOKEN},
         "channels": {"console": {}},
+        "plugins": {"entries": {"webhooks": {"config": {
+            "limits": BIG_LIMITS,  # one source address: the limiter is not what is measured
+            "routes": {"bench": {"sessionKey": ROUTE_SESSION, "secret": ROUTE_SECRET}},
+        }}}},
     }
-    path = work / "hookgate.json5"
+    path = work / f"{db.stem}.json5"
     path.write_text(json.dumps(cfg))
     return path
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--duration", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--connections", type=int, default=32)
-    ap.add_argument("--durability", default="full", choices=["full", "normal"])
-    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    args = ap.parse_args()
-    if shutil.which("wrk") is None:
-        print("wrk not found: apt-get install wrk", file=sys.stderr)
-        return 2
-    work = Path(tempfile.mkdtemp(prefix="hookgate-bench-"))
-    results: list[Result] = [minimal_ceiling(args, work)]
-    ceiling = results[0].rps
+class Gateway:
+    """A `hookgate serve` subprocess on a free port; measures start-to-ready and RSS."""
 
-    port = free_port()
-    cfg = gateway_config(work, args.durability)
-    t0 = time.monotonic()
-    log = open(work / "gateway.log", "wb")  # noqa: SIM115 - closed after the gateway exits
-    proc = subprocess.Popen([PY, "-m", "hookgate.cli", "serve", "--config", str(cfg), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(base + "/readyz")
-        ready_s = time.monotonic() - t0
+    def __init__(self, work: Path, db: Path, durability: str) -> None:
+        self.cfg = gateway_config(work, db, durability)
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = open(work / f"{db.stem}.log", "wb")  # noqa: SIM115 - closed in __exit__
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            [PY, "-m", "hookgate.cli", "serve", "--config", str(self.cfg), "--port", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=self.log)
+        wait_http(self.base + "/readyz")
+        self.ready_s = time.monotonic() - t0
+
+    def rss(self, field: str = "VmRSS") -> float:
+        return rss_mib(self.proc.pid, field)
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.log.close()
+
+
+def seed_flows(db: Path, n: int) -> list[str]:
+    """``n`` flows owned by the bench route's session, created through the real service, one commit."""
+    import asyncio
+
+    from hookgate.clock import SystemClock
+    from hookgate.config.settings import StorageSettings
+    from hookgate.flows.rules import new_flow
+    from hookgate.store import open_store
+    from hookgate.webhooks.schema import parse_action
+
+    async def go() -> list[str]:
+        store = open_store(StorageSettings(sqlite_path=str(db), durability="normal"))
+        await store.open("cli")
+        clock = SystemClock()
+        ids: list[str] = []
+
+        def insert(tx: object) -> None:
+            from hookgate.clock import new_id
+
+            for i in range(n):
+                action = parse_action({"action": "create_flow", "goal": f"seeded flow {i}", "stateJson": {"i": i}})
+                flow = new_flow(action, flow_id=new_id(), owner_key=ROUTE_SESSION,  # type: ignore[arg-type]
+                                route_controller_id="webhooks/bench", now=clock.now_ms())
+                tx.insert_flow(flow)  # type: ignore[attr-defined]
+                ids.append(flow.flow_id)
+
+        try:
+            await store.flow_write(insert)  # type: ignore[arg-type]
+        finally:
+            await store.close()
+        return ids
+
+    return asyncio.run(go())
+
+
+def lua_ids(ids: list[str]) -> str:
+    return "local ids = {" + ",".join(f'"{i}"' for i in ids) + "}\n"
+
+
+ROUTE_HEADERS = {"Authorization": f"Bearer {ROUTE_SECRET}", "Content-Type": "application/json"}
+
+
+def lua_route(path: Path, body_lua: str, prelude: str = "") -> Path:
+    hdr = "{" + ", ".join(f'["{k}"] = "{v}"' for k, v in ROUTE_HEADERS.items()) + "}"
+    path.write_text(prelude + f"""
+local counter = 0
+local tid = math.random(1, 1000000000)
+local hdrs = {hdr}
+request = function()
+  counter = counter + 1
+  return wrk.format("POST", "{ROUTE}", hdrs, {body_lua})
+end
+""")
+    return path
+
+
+def lua_mutation_pair(path: Path, ids: list[str], threads: int) -> Path:
+    """set_waiting / resume_flow alternating per flow, each with its flow's current revision.
+
+    Each wrk thread owns a slice of the flows and walks it round-robin, so a flow's previous
+    mutation has long completed when its turn comes again."""
+    hdr = "{" + ", ".join(f'["{k}"] = "{v}"' for k, v in ROUTE_HEADERS.items()) + "}"
+    per = len(ids) // threads
+    path.write_text(lua_ids(ids) + f"""
+local next_id = 0
+function setup(thread)
+  thread:set("slot", next_id)
+  next_id = next_id + 1
+end
+local hdrs = {hdr}
+local per = {per}
+local i = 0
+local revs = {{}}
+request = function()
+  local k = slot * per + (i % per) + 1
+  i = i + 1
+  local r = revs[k] or 0
+  revs[k] = r + 1
+  local verb = (r % 2 == 0) and "set_waiting" or "resume_flow"
+  return wrk.format("POST", "{ROUTE}", hdrs,
+    '{{"action":"' .. verb .. '","flowId":"' .. ids[k] .. '","expectedRevision":' .. r .. '}}')
+end
+""")
+    return path
+
+
+def lua_get_flow(path: Path, ids: list[str]) -> Path:
+    return lua_route(path, "'{\"action\":\"get_flow\",\"flowId\":\"' .. ids[math.random(#ids)] .. '\"}'",
+                     lua_ids(ids))
+
+
+def hooks_suite(args: argparse.Namespace, work: Path, results: list[Result], notes: list[str]) -> None:
+    with Gateway(work, work / "hooks.db", args.durability) as gw:
         time.sleep(1.0)
-        rss_idle = rss_mib(proc.pid)
+        rss_idle = gw.rss()
         auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
         scenarios = [
             ("POST /hooks/wake (valid)", lua(work / "wake.lua", "POST", "/hooks/wake", auth,
@@ -186,29 +291,76 @@ def main() -> int:
             ("POST /hooks/agent (valid)", lua(work / "agent.lua", "POST", "/hooks/agent", auth,
                                               "'{\"message\":\"bench ' .. tid .. '-' .. counter .. '\"}'")),
         ]
-        with RssSampler(proc.pid) as sampler:
+        with RssSampler(gw.proc.pid) as sampler:
             for name, script in scenarios:
-                results.append(wrk(name, base, script, args))
+                results.append(wrk(name, gw.base, script, args))
         time.sleep(2.0)
-        rss_after = rss_mib(proc.pid)
-        rss_peak = max(sampler.peak, rss_mib(proc.pid, "VmHWM"))
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+        rss_after = gw.rss()
+        rss_peak = max(sampler.peak, gw.rss("VmHWM"))
+        notes.append(f"hooks: start to ready {gw.ready_s * 1000:.0f} ms; RSS idle {rss_idle:.1f} MiB, "
+                     f"peak {rss_peak:.1f} MiB, after {rss_after:.1f} MiB ({(rss_after / rss_idle - 1) * 100:+.1f} % vs idle)")
+
+
+def webhooks_suite(args: argparse.Namespace, work: Path, results: list[Result], notes: list[str]) -> None:
+    # create_flow and the mutation pair on a fresh database; RSS is watched as flows accumulate
+    db = work / "flows.db"
+    pair_ids = seed_flows(db, 20_000)
+    with Gateway(work, db, args.durability) as gw:
+        time.sleep(0.5)
+        before = gw.rss()
+        results.append(wrk("create_flow (valid)", gw.base, lua_route(
+            work / "create.lua", "'{\"action\":\"create_flow\",\"goal\":\"bench ' .. tid .. '-' .. counter .. '\"}'"),
+            args))
+        after_create = gw.rss()
+        results.append(wrk("set_waiting/resume_flow pair", gw.base,
+                           lua_mutation_pair(work / "pair.lua", pair_ids, args.threads), args))
+        after = gw.rss()
+        notes.append(f"webhooks: RSS {before:.1f} MiB before create_flow, {after_create:.1f} MiB after it, "
+                     f"{after:.1f} MiB after the mutations (peak {gw.rss('VmHWM'):.1f} MiB)")
+    # get_flow independent of the number of stored flows; list_flows over 10 000 flows
+    for n in (100, 100_000):
+        db = work / f"get{n}.db"
+        ids = seed_flows(db, n)
+        with Gateway(work, db, args.durability) as gw:
+            results.append(wrk(f"get_flow ({n} flows stored)", gw.base, lua_get_flow(work / f"get{n}.lua", ids), args))
+    db = work / "list.db"
+    seed_flows(db, 10_000)
+    with Gateway(work, db, args.durability) as gw:
+        results.append(wrk("list_flows (10 000 flows in the session)", gw.base,
+                           lua_route(work / "list.lua", "'{\"action\":\"list_flows\"}'"), args))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--durability", default="full", choices=["full", "normal"])
+    ap.add_argument("--only", choices=["hooks", "webhooks"], help="run one suite")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        print("wrk not found: apt-get install wrk", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="hookgate-bench-"))
+    results: list[Result] = [minimal_ceiling(args, work)]
+    ceiling = results[0].rps
+    notes: list[str] = []
+    if args.only in (None, "hooks"):
+        hooks_suite(args, work, results, notes)
+    if args.only in (None, "webhooks"):
+        webhooks_suite(args, work, results, notes)
 
     print(f"\nhookgate bench — wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
           f"durability {args.durability}, {os.cpu_count()} cores\n")
     print(f"{'scenario':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8}  notes")
     for r in results:
         print(f"{r.name:44} {r.rps:9.0f} {r.rps / ceiling:6.2f} {r.p50_ms:8.2f} {r.p99_ms:8.2f}  {r.errors}")
-    print(f"\nstart to ready: {ready_s * 1000:.0f} ms")
-    print(f"RSS: idle {rss_idle:.1f} MiB, peak {rss_peak:.1f} MiB, after {rss_after:.1f} MiB "
-          f"({(rss_after / rss_idle - 1) * 100:+.1f} % vs idle)")
+    print()
+    for note in notes:
+        print(note)
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "results": [r.__dict__ for r in results], "ready_s": ready_s,
-            "rss": {"idle": rss_idle, "peak": rss_peak, "after": rss_after}}, indent=2))
+        Path(args.json).write_text(json.dumps({"results": [r.__dict__ for r in results], "notes": notes}, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -170,8 +170,8 @@ class Store(Protocol):
     async def flow_write(self, fn: Callable[[FlowTx], T]) -> T:
         """Run ``fn`` in one write transaction (TaskFlow actions); returns after the commit."""
 
-    async def flow_read(self, fn: Callable[[FlowTx], T]) -> T:
-        """Run ``fn`` on a consistent read snapshot."""
+    async def flow_read(self, fn: Callable[[FlowTx], T], *, small: bool = False) -> T:
+        """Run ``fn`` on a consistent read snapshot; ``small``: a point read the backend may run inline."""
 
     async def list_runs(
         self,

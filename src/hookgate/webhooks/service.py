@@ -48,7 +48,8 @@ class FlowService:
                       body_sha256: str) -> ActionResult:
         now = self.clock.now_ms()
         if name not in s.MUTATING_ACTIONS:
-            outcome = await self.store.flow_read(lambda tx: _READS[name](tx, route, action))
+            outcome = await self.store.flow_read(lambda tx: _READS[name](tx, route, action),
+                                                 small=name != "list_flows")
             return _result(route, outcome)
         ttl_ms = int(self.settings().webhooks.idempotency_ttl_hours * HOUR_MS)
 

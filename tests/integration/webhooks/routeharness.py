@@ -130,3 +130,23 @@ def split_response(data: bytes) -> tuple[int, dict[str, str], bytes]:
         name, _, value = line.partition(":")
         headers.setdefault(name.strip().lower(), value.strip())
     return status, headers, body
+
+
+@contextlib.contextmanager
+def serving(workdir: Any, config: dict[str, Any], env: dict[str, str] | None = None) -> Iterator[RunningGateway]:
+    """A gateway for a whole module (``workdir`` from ``tmp_path_factory``)."""
+    gw = RunningGateway(workdir, config, env).start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+
+
+def metric(gw: RunningGateway, line_start: str) -> float:
+    """The value of the first ``/metrics`` sample whose line starts with ``line_start`` (0 when absent)."""
+    with gw.client() as c:
+        text = c.get("/metrics").text
+    for line in text.splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

@@ -80,6 +80,7 @@ class SqliteStore:
         self._readers: ThreadPoolExecutor | None = None
         self._read_local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
+        self._loop_read: sqlite3.Connection | None = None
         self._read_lock = threading.Lock()
         self._lock_fd: int | None = None
         self._event_counters: dict[str, Any] = {}
@@ -167,6 +168,7 @@ class SqliteStore:
             await asyncio.to_thread(readers.shutdown, True)
         with self._read_lock:
             conns, self._read_conns = self._read_conns, []
+        self._loop_read = None
         for conn in conns:
             conn.close()
         self._release_lock()
@@ -196,19 +198,28 @@ class SqliteStore:
         """
         return await self.writer.submit(fn)
 
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on a pooled read connection inside one read transaction (sees committed data)."""
+    async def _read(self, fn: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+        """Run ``fn`` in one read transaction (sees committed data).
+
+        ``inline``: on the event loop's own read connection — for point reads of a few rows, where a
+        hop to the pool thread costs more than the query. Larger reads go to the read pool.
+        """
         readers = self._readers
         if readers is None:
             raise StoreUnavailable("store unavailable")
+        if inline:
+            return self._run_read(fn, loop_conn=True)
         return await asyncio.get_running_loop().run_in_executor(readers, self._run_read, fn)
 
-    def _run_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn: sqlite3.Connection | None = getattr(self._read_local, "conn", None)
+    def _run_read(self, fn: Callable[[sqlite3.Connection], T], loop_conn: bool = False) -> T:
+        conn: sqlite3.Connection | None = self._loop_read if loop_conn else getattr(self._read_local, "conn", None)
         try:
             if conn is None:
                 conn = self._connect(query_only=True)
-                self._read_local.conn = conn
+                if loop_conn:
+                    self._loop_read = conn
+                else:
+                    self._read_local.conn = conn
                 with self._read_lock:
                     self._read_conns.append(conn)
             conn.execute("BEGIN")
@@ -387,9 +398,10 @@ class SqliteStore:
                 self._count_event("dropped", dropped)
         return result
 
-    async def flow_read(self, fn: Callable[[FlowTx], T]) -> T:
-        """Run ``fn`` on a read snapshot (writes through the tx are refused by SQLite)."""
-        return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])))
+    async def flow_read(self, fn: Callable[[FlowTx], T], *, small: bool = False) -> T:
+        """Run ``fn`` on a read snapshot (writes through the tx are refused by SQLite); ``small``
+        reads (a few rows) run inline on the event loop."""
+        return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])), inline=small)
 
     async def sweep(self, now_ms: int) -> int:
         def op(conn: sqlite3.Connection) -> int:
