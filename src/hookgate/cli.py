@@ -143,7 +143,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_settings(path, os.environ, cwd=cwd)
     if path is None:
         obs_logging.get_logger().warning("config.missing", message="no config file; starting with the empty config {}")
-    return run_serve(settings, lambda: load_settings(path, os.environ, cwd=cwd), bind=args.bind, port=args.port)
+    return run_serve(settings, lambda: load_settings(path, os.environ, cwd=cwd), bind=args.bind, port=args.port,
+                     worker=not args.no_worker)
 
 
 def cmd_config(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from hookgate.edge.app import Gateway
 from hookgate.errors import ConfigError, HookgateError
 from hookgate.obs import logging as obs_logging
 from hookgate.obs.metrics import Metrics
+from hookgate.runtime.worker import Worker
 from hookgate.store import open_store
 
 LOG_FLUSH_SECONDS = 0.1
@@ -83,7 +84,9 @@ class Service:
     """One running gateway process: HTTP edge plus its background tasks."""
 
     def __init__(self, settings: Settings, reload_settings: Callable[[], Settings], *, bind: str | None,
-                 port: int | None, out: IO[str], clock: Clock | None = None) -> None:
+                 port: int | None, out: IO[str], clock: Clock | None = None, worker: bool = True) -> None:
+        self.with_worker = worker
+        self.worker: Worker | None = None
         self.settings = settings
         self.reload_settings = reload_settings
         self.host = bind or settings.gateway.bind
@@ -127,6 +130,10 @@ class Service:
             loop.add_signal_handler(sig, self._on_stop_signal)
         loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload("signal")))
         obs_logging.set_buffered(True)
+        if self.with_worker:
+            self.worker = Worker(store, lambda: self.settings, self.clock, self.metrics)
+            await self.worker.start()
+            gw.on_enqueue = self.worker.poke
         self._spawn(self._flush_logs())
         self._spawn(self._sweep())
         if self.settings.gateway.reload_watch and self.settings.config_path:
@@ -143,6 +150,8 @@ class Service:
             for warning in self.settings.warnings:
                 self.log.warning("config.warning", message=obs_logging.clean_text(warning))
         await serving
+        if self.worker is not None:
+            await self.worker.drain(self.settings.gateway.drain_timeout_seconds)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -224,9 +233,10 @@ class Service:
                 await self.reload("watch")
 
 
-def run_serve(settings: Settings, reload_settings: Callable[[], Settings], *, bind: str | None, port: int | None) -> int:
+def run_serve(settings: Settings, reload_settings: Callable[[], Settings], *, bind: str | None, port: int | None,
+              worker: bool = True) -> int:
     """Run the gateway until SIGTERM/SIGINT; returns the exit status."""
     import uvloop
 
-    service = Service(settings, reload_settings, bind=bind, port=port, out=sys.stdout)
+    service = Service(settings, reload_settings, bind=bind, port=port, out=sys.stdout, worker=worker)
     return uvloop.run(service.run())

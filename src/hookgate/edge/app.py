@@ -48,6 +48,7 @@ class Gateway:
         self.log = get_logger()
         self.started = time.monotonic()
         self.shutting_down = False
+        self.on_enqueue: Callable[[float], None] = lambda delay: None  # the embedded worker's wake-up
         self.hooks = HooksSurface(self)
         self.route_surface: RoutesSurface | None = None
         self.apply_settings(settings)

@@ -132,6 +132,8 @@ class HooksSurface:
         gw = self.gw
         action = actions.parse_wake(fields(payload))
         outcome = await dispatch_wake(action, gw.settings, gw.store, gw.clock)
+        if outcome.mode == "now":
+            gw.on_enqueue(0.3)  # the heartbeat is due 250 ms from now (wake coalescing)
         info_line("hook.accepted", {"request_id": req.request_id, "route": "wake", "mode": outcome.mode,
                                     "outcome": outcome.outcome})
         return json_answer(200, {"ok": True, "mode": outcome.mode, "eventOutcome": outcome.outcome})
@@ -161,6 +163,7 @@ class HooksSurface:
             gw.log.info("hook.idempotent_replay", request_id=req.request_id, route=req.log["route"],
                         run_id=run_id)
         else:
+            gw.on_enqueue(0.0)
             info_line("hook.accepted", {"request_id": req.request_id, "route": req.log["route"], "run_id": run_id,
                                         "agent_id": agent_id})
         return json_answer(200, {"ok": True, "runId": run_id})

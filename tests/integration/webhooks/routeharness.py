@@ -72,19 +72,19 @@ class Api:
     def call(self, action: str, headers: dict[str, str] | None = None, **fields: Any) -> httpx.Response:
         return self.post({"action": action, **fields}, headers)
 
-    def result(self, action: str, status: int = 200, **fields: Any) -> Any:
+    def result(self, action: str, expect: int = 200, **fields: Any) -> Any:
         r = self.call(action, **fields)
-        assert r.status_code == status, r.text
+        assert r.status_code == expect, r.text
         return r.json()["result"]
 
     def create(self, goal: str = "goal", **fields: Any) -> dict[str, Any]:
         flow: dict[str, Any] = self.result("create_flow", goal=goal, **fields)["flow"]
         return flow
 
-    def run_task(self, flow_id: str, status: int = 200, **fields: Any) -> Any:
+    def run_task(self, flow_id: str, expect: int = 200, **fields: Any) -> Any:
         fields.setdefault("runtime", "subagent")
         fields.setdefault("task", "do it")
-        return self.result("run_task", status, flowId=flow_id, **fields)
+        return self.result("run_task", expect, flowId=flow_id, **fields)
 
     def flow(self, flow_id: str) -> Any:
         return self.result("get_flow", flowId=flow_id)["flow"]
@@ -99,9 +99,16 @@ def db(gw: RunningGateway) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def system_events(gw: RunningGateway) -> list[tuple[str, str, str]]:
+def system_events(gw: RunningGateway) -> list[tuple[str, str]]:
+    """(session key, text) of every queued system event, oldest first.
+
+    A terminal notification also wakes the agent's heartbeat, which may consume the events right
+    away; so the status must be ``pending`` or (later) ``consumed``, never ``dropped``.
+    """
     with db(gw) as conn:
-        return list(conn.execute("SELECT session_key, text, status FROM system_events ORDER BY seq"))
+        rows = list(conn.execute("SELECT session_key, text, status FROM system_events ORDER BY seq"))
+    assert {status for _, _, status in rows} <= {"pending", "consumed"}, rows
+    return [(key, text) for key, text, _ in rows]
 
 
 def heartbeat_requests(gw: RunningGateway) -> list[tuple[str, str]]:

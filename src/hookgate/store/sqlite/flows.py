@@ -13,7 +13,8 @@ import msgspec
 from hookgate.flows.model import Flow, Task
 from hookgate.flows.ports import StoredResponse
 from hookgate.runtime.events import prepare_event_text
-from hookgate.store.sqlite.schema import parse_named_queries
+from hookgate.store.base import NewRun
+from hookgate.store.sqlite.schema import Q, parse_named_queries
 from hookgate.webhooks.schema import UNSET
 
 if TYPE_CHECKING:
@@ -186,6 +187,84 @@ class SqliteFlowTx:
     def admin_get_flow(self, flow_id: str) -> Flow | None:
         row = self._conn.execute(f"{_SELECT_FLOW} WHERE flow_id = ?", (flow_id,)).fetchone()
         return None if row is None else _flow_from_row(row)
+
+    # runs, transcripts, heartbeats (runtime.ports.RuntimeTx) -----------------------------------------
+    def claim_runs(self, instance: str, now_ms: int, lease_until: int, limit: int) -> list[str]:
+        ids = [r[0] for r in self._conn.execute(FQ["claimable_runs"], (now_ms, limit)).fetchall()]
+        for run_id in ids:
+            self._conn.execute(FQ["claim_run"], (run_id, instance, lease_until, now_ms))
+        return ids
+
+    def renew_run_lease(self, run_id: str, instance: str, lease_until: int) -> bool:
+        return self._conn.execute(FQ["renew_run_lease"], (run_id, instance, lease_until)).rowcount == 1
+
+    def release_run(self, run_id: str, instance: str, now_ms: int) -> None:
+        self._conn.execute(FQ["release_run"], (run_id, instance, now_ms))
+
+    def finish_run(self, run_id: str, status: str, reply: str | None, error: str | None, now_ms: int) -> None:
+        self._conn.execute(FQ["finish_run"], (run_id, status, reply, error, now_ms))
+
+    def append_transcript(self, session_key: str, session_id: str, role: str, text: str, run_id: str | None,
+                          now_ms: int) -> None:
+        self._conn.execute(FQ["append_transcript"], (session_key, session_id, role, text, run_id, now_ms))
+
+    def transcript_tail(self, session_key: str, limit: int) -> list[tuple[str, str]]:
+        if limit <= 0:
+            return []
+        return [(r[0], r[1]) for r in self._conn.execute(FQ["transcript_tail"], (session_key, limit))]
+
+    def session_id_of(self, session_key: str, agent_id: str, now_ms: int) -> str:
+        row = self._conn.execute(FQ["session_id_of"], (session_key,)).fetchone()
+        if row is not None:
+            return str(row[0])
+        session_id = self._store.new_session_id()
+        self._conn.execute(Q["insert_session"], (session_key, agent_id, session_id, now_ms))
+        return session_id
+
+    def ensure_heartbeat_schedule(self, agent_id: str, due_at: int | None, now_ms: int) -> None:
+        self._conn.execute(FQ["ensure_heartbeat_schedule"], (agent_id, due_at, now_ms))
+
+    def claim_heartbeats(self, instance: str, now_ms: int, lease_until: int) -> list[str]:
+        agents = [r[0] for r in self._conn.execute(FQ["due_heartbeats"], (now_ms,)).fetchall()]
+        for agent_id in agents:
+            self._conn.execute(FQ["claim_heartbeat"], (agent_id, instance, lease_until, now_ms))
+        return agents
+
+    def finish_heartbeat(self, agent_id: str, next_due: int | None, started_ms: int, now_ms: int) -> None:
+        """Consume the wake requests the turn answered; later ones pull the next turn to end + 1 s."""
+        self._conn.execute(FQ["consume_heartbeat_requests"], (agent_id, started_ms, now_ms))
+        later = self._conn.execute(Q["count_pending_heartbeat_requests"], (agent_id,)).fetchone()[0]
+        if later:
+            next_due = now_ms + 1000 if next_due is None else min(next_due, now_ms + 1000)
+        self._conn.execute(FQ["finish_heartbeat"], (agent_id, next_due, now_ms))
+
+    def pending_events(self, session_key: str) -> list[tuple[int, int, str]]:
+        return [(r[0], r[1], r[2]) for r in self._conn.execute(FQ["pending_events_of"], (session_key,))]
+
+    def consume_events(self, seqs: Sequence[int], run_id: str, now_ms: int) -> None:
+        for seq in seqs:
+            self._conn.execute(FQ["consume_event"], (seq, run_id, now_ms))
+
+    def fail_events(self, seqs: Sequence[int], max_failed_turns: int, now_ms: int) -> None:
+        for seq in seqs:
+            self._conn.execute(FQ["fail_event"], (seq, max_failed_turns, now_ms))
+
+    def last_route(self, main_session_key: str) -> tuple[str | None, str | None]:
+        row = self._conn.execute(FQ["last_route"], (main_session_key,)).fetchone()
+        return (None, None) if row is None else (row[0], row[1])
+
+    def set_last_route(self, main_session_key: str, agent_id: str, channel: str, to: str, now_ms: int) -> None:
+        self.session_id_of(main_session_key, agent_id, now_ms)
+        self._conn.execute(FQ["set_last_route"], (main_session_key, channel, to, now_ms))
+
+    def insert_finished_run(self, run: NewRun, session_id: str, status: str, reply: str | None,
+                            error: str | None, now_ms: int) -> None:
+        self._conn.execute(Q["insert_run"], (run.run_id, run.kind, run.agent_id, run.session_key, session_id,
+                                             run.name, _encode(run.inputs).decode(), run.created_at))
+        self._conn.execute(FQ["finish_run"], (run.run_id, status, reply, error, now_ms))
+
+    def queued_runs(self) -> int:
+        return int(self._conn.execute(FQ["queued_run_count"]).fetchone()[0])
 
     # idempotency ---------------------------------------------------------------------------------
     def get_webhook_response(self, route_id: str, key: str, now_ms: int) -> StoredResponse | None:

@@ -53,3 +53,84 @@ DELETE FROM flows
 WHERE ended_at IS NOT NULL AND ended_at < ?
   AND status IN ('succeeded', 'failed', 'cancelled', 'lost')
   AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.parent_flow_id = flows.flow_id)
+
+-- Runs, transcripts and heartbeats (the embedded worker, model.md §5–§6; operations.md §4.4)
+
+-- name: claimable_runs
+SELECT run_id FROM runs
+WHERE (status = 'queued' AND (lease_until IS NULL OR lease_until < ?1))
+   OR (status = 'running' AND lease_until < ?1)
+ORDER BY created_at, run_id LIMIT ?2
+
+-- name: claim_run
+-- a queued run starts its current attempt; a running one whose lease expired crashed: next attempt
+UPDATE runs SET
+    attempt = CASE WHEN status = 'running' THEN attempt + 1 ELSE attempt END,
+    status = 'running', leased_by = ?2, lease_until = ?3, started_at = ?4, updated_at = ?4
+WHERE run_id = ?1
+
+-- name: renew_run_lease
+UPDATE runs SET lease_until = ?3 WHERE run_id = ?1 AND leased_by = ?2 AND status = 'running'
+
+-- name: release_run
+UPDATE runs SET status = 'queued', leased_by = NULL, lease_until = NULL, started_at = NULL, updated_at = ?3
+WHERE run_id = ?1 AND leased_by = ?2 AND status = 'running'
+
+-- name: finish_run
+UPDATE runs SET status = ?2, reply = ?3, error = ?4, ended_at = ?5, updated_at = ?5,
+    leased_by = NULL, lease_until = NULL
+WHERE run_id = ?1
+
+-- name: append_transcript
+INSERT INTO transcript_messages (session_key, session_id, role, text, run_id, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+
+-- name: transcript_tail
+SELECT role, text FROM (
+    SELECT t.id, t.role, t.text FROM transcript_messages t JOIN sessions s ON s.key = t.session_key
+    WHERE t.session_key = ?1 AND t.session_id = s.session_id ORDER BY t.id DESC LIMIT ?2
+) ORDER BY id
+
+-- name: session_id_of
+SELECT session_id FROM sessions WHERE key = ?
+
+-- name: ensure_heartbeat_schedule
+INSERT INTO heartbeat_schedule (agent_id, due_at, updated_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (agent_id) DO NOTHING
+
+-- name: due_heartbeats
+SELECT agent_id FROM heartbeat_schedule
+WHERE due_at IS NOT NULL AND due_at <= ?1 AND (leased_by IS NULL OR lease_until < ?1)
+ORDER BY due_at
+
+-- name: claim_heartbeat
+UPDATE heartbeat_schedule SET leased_by = ?2, lease_until = ?3, updated_at = ?4 WHERE agent_id = ?1
+
+-- name: finish_heartbeat
+UPDATE heartbeat_schedule SET leased_by = NULL, lease_until = NULL, due_at = ?2, last_ended_at = ?3,
+    updated_at = ?3
+WHERE agent_id = ?1
+
+-- name: consume_heartbeat_requests
+UPDATE heartbeat_requests SET consumed = 1, consumed_at = ?3
+WHERE agent_id = ?1 AND consumed = 0 AND created_at <= ?2
+
+-- name: pending_events_of
+SELECT seq, created_at, text FROM system_events WHERE session_key = ? AND status = 'pending' ORDER BY seq
+
+-- name: consume_event
+UPDATE system_events SET status = 'consumed', consumed_by_run_id = ?2, updated_at = ?3 WHERE seq = ?1
+
+-- name: fail_event
+UPDATE system_events SET failed_turns = failed_turns + 1,
+    status = CASE WHEN failed_turns + 1 >= ?2 THEN 'dropped' ELSE 'pending' END, updated_at = ?3
+WHERE seq = ?1
+
+-- name: queued_run_count
+SELECT count(*) FROM runs WHERE status = 'queued'
+
+-- name: set_last_route
+UPDATE sessions SET last_channel = ?2, last_to = ?3, updated_at = ?4 WHERE key = ?1
+
+-- name: last_route
+SELECT last_channel, last_to FROM sessions WHERE key = ?

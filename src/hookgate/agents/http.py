@@ -1,0 +1,102 @@
+"""The one HTTP call the model-API runtimes make, and how its failures become run errors (§5.4).
+
+- HTTP status >= 400 → ``<kind>: HTTP <status>: <message>``, the message taken from the JSON body's
+  ``error.message`` (else the body text, else the reason phrase), whitespace collapsed, at most 200
+  characters; retryable for 429 and 5xx.
+- A request timeout → ``<kind>: request timed out after <n>s``; any other transport failure →
+  ``<kind>: <error>``; both retryable.
+- A 2xx body that is not JSON → ``<kind>: invalid response: …`` (not retryable).
+
+Cancelling the call (the run timeout) aborts the request: httpx closes the connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import msgspec
+
+from hookgate.agents.base import AgentRuntimeError, clip_error_message
+
+
+class HttpClient:
+    """A shared ``httpx.AsyncClient`` when given (never closed here), else an owned one."""
+
+    def __init__(self, shared: httpx.AsyncClient | None) -> None:
+        self._shared = shared
+        self._owned: httpx.AsyncClient | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        if self._shared is not None:
+            return self._shared
+        if self._owned is None:
+            self._owned = httpx.AsyncClient(timeout=None)
+        return self._owned
+
+    async def aclose(self) -> None:
+        if self._owned is not None:
+            owned, self._owned = self._owned, None
+            await owned.aclose()
+
+
+def _error_message(response: httpx.Response) -> str:
+    text = response.text
+    try:
+        body = msgspec.json.decode(response.content)
+    except msgspec.DecodeError:
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"].strip():
+            return clip_error_message(error["message"])
+        if isinstance(error, str) and error.strip():
+            return clip_error_message(error)
+        if isinstance(body.get("message"), str) and body["message"].strip():
+            return clip_error_message(body["message"])
+    return clip_error_message(text) or response.reason_phrase or "error"
+
+
+def _transport_error(kind: str, exc: httpx.HTTPError, timeout: float) -> AgentRuntimeError:
+    if isinstance(exc, httpx.TimeoutException):
+        return AgentRuntimeError(f"{kind}: request timed out after {timeout:g}s", retryable=True)
+    detail = clip_error_message(str(exc)) or type(exc).__name__
+    retryable = isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.UnsupportedProtocol)
+    return AgentRuntimeError(f"{kind}: {detail}", retryable=retryable)
+
+
+async def post_json(
+    client: httpx.AsyncClient,
+    *,
+    kind: str,
+    url: str,
+    headers: httpx.Headers,
+    body: dict[str, Any],
+    timeout: float,
+) -> Any:
+    """POST ``body`` as JSON and return the decoded 2xx JSON answer; raises ``AgentRuntimeError``."""
+    sent = httpx.Headers({"content-type": "application/json", "accept": "application/json"})
+    sent.update(headers)
+    try:
+        response = await client.post(
+            url,
+            content=msgspec.json.encode(body),
+            headers=sent,
+            timeout=httpx.Timeout(timeout),
+        )
+    except httpx.InvalidURL as exc:
+        raise AgentRuntimeError(f"{kind}: invalid URL: {exc}") from None
+    except httpx.HTTPError as exc:
+        raise _transport_error(kind, exc, timeout) from None
+    status = response.status_code
+    if status >= 400:
+        retryable = status == 429 or status >= 500
+        raise AgentRuntimeError(f"{kind}: HTTP {status}: {_error_message(response)}", retryable=retryable)
+    try:
+        return msgspec.json.decode(response.content)
+    except msgspec.DecodeError:
+        raise AgentRuntimeError(f"{kind}: invalid response: body is not JSON") from None
+
+
+def invalid_response(kind: str, what: str) -> AgentRuntimeError:
+    return AgentRuntimeError(f"{kind}: invalid response: {what}")

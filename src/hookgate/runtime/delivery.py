@@ -1,0 +1,97 @@
+"""Reply delivery for the runtime (model.md §10.3), with the local channels ``console`` and ``file``.
+
+Target resolution follows §10.3. The two local channels deliver in-process (a JSON line on stdout;
+a JSON line appended and fsynced). The network channels (telegram, slack, …) are the delivery
+issue's; until they exist a reply for one of them is reported as not delivered, so the run's
+summary reaches the main session instead of being lost.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from hookgate.runtime.ports import RuntimeTx
+
+if TYPE_CHECKING:
+    from hookgate.runtime.runs import RunContext
+
+LOCAL_CHANNELS = ("console", "file")
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryOutcome:
+    has_target: bool
+    delivered: bool | None  # None: no attempt (no target)
+
+
+def resolve_target(ctx: RunContext, tx: RuntimeTx, agent_id: str, channel: str, to: str | None
+                   ) -> tuple[str, str] | str:
+    """(channel, to) or the ``delivery.no_target`` reason."""
+    settings = ctx.settings
+    if channel != "last":
+        cfg = settings.channel(channel)
+        target = to or (cfg.default_to if cfg else None)
+        return (channel, target) if cfg is not None and target else f"no delivery target for channel {channel}"
+    last_channel, last_to = tx.last_route(f"agent:{agent_id}:main")
+    if last_channel and settings.channel(last_channel) is not None:
+        return last_channel, (to or last_to or "")
+    whatsapp = settings.channel("whatsapp")
+    if whatsapp is not None and (to or whatsapp.default_to):
+        return "whatsapp", str(to or whatsapp.default_to)
+    return f"no last route for agent {agent_id}"
+
+
+def _send_local(ctx: RunContext, channel: str, line: dict[str, Any]) -> None:
+    if channel == "console":
+        sys.stdout.write(_encode(line).decode() + "\n")
+        sys.stdout.flush()
+        return
+    cfg = ctx.settings.channel("file")
+    assert cfg is not None
+    path = str(cfg.options.get("path") or "hookgate-deliveries.jsonl")
+    line = {**line, "ts": int(time.time() * 1000)}
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, _encode(line) + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def deliver_reply(ctx: RunContext, *, agent_id: str, channel: str, to: Any, text: str, run_id: str,
+                        session_key: str) -> DeliveryOutcome:
+    """Resolve the target and deliver on a local channel; the last route follows explicit channels."""
+    requested_to = to if isinstance(to, str) and to else None
+    target = await ctx.store.flow_read(
+        lambda tx: resolve_target(ctx, tx, agent_id, channel, requested_to), small=True)  # type: ignore[arg-type]
+    if isinstance(target, str):
+        ctx.log.info("delivery.no_target", run_id=run_id, agent_id=agent_id, reason=target)
+        ctx.metrics.deliveries.labels(channel, "no_target").inc()
+        return DeliveryOutcome(False, None)
+    chosen, target_to = target
+    if chosen not in LOCAL_CHANNELS:
+        ctx.log.warning("delivery.dead", run_id=run_id, channel=chosen,
+                        error=f"channel {chosen} delivery is not available in this build")
+        ctx.metrics.deliveries.labels(chosen, "dead").inc()
+        return DeliveryOutcome(True, False)
+    line = {"channel": chosen, "to": target_to, "text": text, "runId": run_id, "agentId": agent_id}
+    try:
+        _send_local(ctx, chosen, line)
+    except OSError as exc:
+        ctx.log.warning("delivery.dead", run_id=run_id, channel=chosen, error=exc.strerror or "I/O error")
+        ctx.metrics.deliveries.labels(chosen, "dead").inc()
+        return DeliveryOutcome(True, False)
+    ctx.metrics.deliveries.labels(chosen, "delivered").inc()
+    ctx.log.info("delivery.sent", run_id=run_id, channel=chosen)
+    if channel != "last":
+        now = ctx.clock.now_ms()
+        await ctx.store.flow_write(  # type: ignore[arg-type]
+            lambda tx: tx.set_last_route(f"agent:{agent_id}:main", agent_id, chosen, target_to, now))
+    return DeliveryOutcome(True, True)

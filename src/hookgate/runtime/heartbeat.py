@@ -1,0 +1,80 @@
+"""One heartbeat turn of an agent (model.md §6.3): consume the main session's pending events."""
+
+from __future__ import annotations
+
+import time
+
+from hookgate.clock import new_id
+from hookgate.runtime.delivery import deliver_reply
+from hookgate.runtime.ports import RuntimeTx
+from hookgate.runtime.prompts import heartbeat_prompt, render_events
+from hookgate.runtime.replies import is_heartbeat_ack, is_silent
+from hookgate.runtime.runs import RunContext, agent_of, call_agent
+from hookgate.store.base import NewRun
+
+MAX_FAILED_TURNS = 3
+
+
+async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
+    settings = ctx.settings
+    agent = agent_of(settings, agent_id)
+    session = f"agent:{agent_id}:main"
+    started_ms = ctx.clock.now_ms()
+    every_ms = agent.heartbeat.every_seconds * 1000
+
+    def next_due(now: int) -> int | None:
+        return now + every_ms if every_ms else None
+
+    def read(tx: RuntimeTx) -> tuple[list[tuple[int, int, str]], list[tuple[str, str]]]:
+        return tx.pending_events(session), tx.transcript_tail(session, settings.agents.history_messages)
+
+    events, history = await ctx.store.flow_read(read, small=True)  # type: ignore[arg-type]
+    if not events and not agent.heartbeat.prompt:
+        now = ctx.clock.now_ms()
+        await ctx.store.flow_write(  # type: ignore[arg-type]
+            lambda tx: tx.finish_heartbeat(agent_id, next_due(now), started_ms, now))
+        ctx.metrics.heartbeats.labels("skipped").inc()
+        ctx.log.info("heartbeat.skipped", agent_id=agent_id)
+        return
+    tz = settings.agents.envelope_timezone
+    rendered = render_events([(created, text) for _, created, text in events], tz)
+    prompt = heartbeat_prompt(rendered, agent.heartbeat.prompt)
+    run_id = new_id()
+    t0 = time.monotonic()
+    result = await call_agent(
+        ctx, agent, kind="heartbeat", run_id=run_id, session_key=session, prompt=prompt, subject=rendered,
+        model_override=None, gmail=False, thinking=None, timeout_s=agent.timeout_seconds, history=tuple(history),
+    )
+    seqs = [seq for seq, _, _ in events]
+    ack = result.status == "ok" and is_heartbeat_ack(result.reply or "", agent.heartbeat.ack_max_chars)
+    outcome = "failed" if result.status != "ok" else ("ack" if ack else "ran")
+    if result.status == "ok" and result.reply and not is_silent(result.reply, agent.heartbeat.ack_max_chars):
+        delivery = await deliver_reply(ctx, agent_id=agent_id, channel="last", to=None, text=result.reply,
+                                       run_id=run_id, session_key=session)
+        if delivery.delivered:
+            outcome = "delivered"
+        elif not delivery.has_target:
+            ctx.log.info("heartbeat.undelivered", agent_id=agent_id, run_id=run_id)
+    now = ctx.clock.now_ms()
+    record = NewRun(run_id=run_id, kind="heartbeat", agent_id=agent_id, session_key=session, name="Heartbeat",
+                    inputs={"events": len(events)}, created_at=started_ms)
+
+    def commit(tx: RuntimeTx) -> None:
+        session_id = tx.session_id_of(session, agent_id, now)
+        if result.status == "ok":
+            tx.append_transcript(session, session_id, "user", prompt, run_id, now)
+            tx.append_transcript(session, session_id, "assistant", result.reply or "", run_id, now)
+            tx.consume_events(seqs, run_id, now)
+        else:
+            tx.fail_events(seqs, MAX_FAILED_TURNS, now)
+        tx.finish_heartbeat(agent_id, next_due(now), started_ms, now)
+        tx.insert_finished_run(record, session_id, result.status, result.reply, result.error, now)
+
+    await ctx.store.flow_write(commit)  # type: ignore[arg-type]
+    ctx.metrics.heartbeats.labels(outcome).inc()
+    if result.status == "ok":
+        ctx.metrics.system_events.labels("consumed").inc(len(seqs))
+    ctx.metrics.runs.labels("heartbeat", result.status).inc()
+    ctx.log.info("heartbeat.ran", agent_id=agent_id, run_id=run_id, status=result.status, outcome=outcome,
+                 events=len(seqs), duration_ms=round((time.monotonic() - t0) * 1000, 1))
+

@@ -1,0 +1,57 @@
+"""What the runtime worker needs from a store, in domain terms (implemented by ``store/*``).
+
+A ``RuntimeTx`` is one open transaction, like ``flows.ports.FlowTx`` (which it extends: completing
+an executed task's run updates the task in the same transaction). ``Store.flow_write`` runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from hookgate.flows.ports import FlowTx
+from hookgate.store.base import NewRun
+
+
+class RuntimeTx(FlowTx, Protocol):
+    def claim_runs(self, instance: str, now_ms: int, lease_until: int, limit: int) -> list[str]:
+        """Lease due runs, oldest first: queued ones keep their attempt, expired running ones get the next."""
+
+    def renew_run_lease(self, run_id: str, instance: str, lease_until: int) -> bool: ...
+
+    def release_run(self, run_id: str, instance: str, now_ms: int) -> None:
+        """Back to queued without consuming an attempt (orderly shutdown)."""
+
+    def finish_run(self, run_id: str, status: str, reply: str | None, error: str | None, now_ms: int) -> None: ...
+
+    def append_transcript(self, session_key: str, session_id: str, role: str, text: str, run_id: str | None,
+                          now_ms: int) -> None: ...
+
+    def transcript_tail(self, session_key: str, limit: int) -> list[tuple[str, str]]:
+        """The last ``limit`` messages of the session's current transcript, oldest first."""
+
+    def session_id_of(self, session_key: str, agent_id: str, now_ms: int) -> str:
+        """The session's current transcript id (the session is created on first use)."""
+
+    def ensure_heartbeat_schedule(self, agent_id: str, due_at: int | None, now_ms: int) -> None: ...
+
+    def claim_heartbeats(self, instance: str, now_ms: int, lease_until: int) -> list[str]: ...
+
+    def finish_heartbeat(self, agent_id: str, next_due: int | None, started_ms: int, now_ms: int) -> None: ...
+
+    def pending_events(self, session_key: str) -> list[tuple[int, int, str]]:
+        """(seq, createdAt, text) of the session's pending events in sequence order."""
+
+    def consume_events(self, seqs: Sequence[int], run_id: str, now_ms: int) -> None: ...
+
+    def fail_events(self, seqs: Sequence[int], max_failed_turns: int, now_ms: int) -> None: ...
+
+    def queued_runs(self) -> int: ...
+
+    def insert_finished_run(self, run: NewRun, session_id: str, status: str, reply: str | None,
+                            error: str | None, now_ms: int) -> None:
+        """Record a run that already ended (heartbeat turns)."""
+
+    def last_route(self, main_session_key: str) -> tuple[str | None, str | None]: ...
+
+    def set_last_route(self, main_session_key: str, agent_id: str, channel: str, to: str, now_ms: int) -> None: ...

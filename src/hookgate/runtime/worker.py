@@ -1,0 +1,181 @@
+"""The embedded worker (operations.md §4.4, model.md §5–§6): claims runs and heartbeats under leases.
+
+One loop per process. Each tick it leases due runs (at most ``maxConcurrentRuns`` running at once)
+and due heartbeats, and runs each in its own task that renews its lease every third of the lease
+time. A run's whole outcome — status, reply, transcript, summary event, wake request, the executed
+task's new state — is one transaction (``runtime.runs``). ``drain`` stops claiming, waits, then
+releases what is left without consuming an attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from hookgate.agents.base import AgentRuntime, build_runtime
+from hookgate.clock import Clock
+from hookgate.config.settings import AgentSettings, Settings
+from hookgate.errors import HookgateError
+from hookgate.obs.logging import INSTANCE_ID, get_logger
+from hookgate.obs.metrics import Metrics
+from hookgate.runtime.heartbeat import run_heartbeat
+from hookgate.runtime.ports import RuntimeTx
+from hookgate.runtime.runs import RunContext, execute_run
+from hookgate.store.base import Store
+
+POLL_SECONDS = 1.0
+
+
+class Worker:
+    """Runs, heartbeats; started by ``serve`` unless ``--no-worker``."""
+
+    def __init__(self, store: Store, settings: Callable[[], Settings], clock: Clock, metrics: Metrics) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.metrics = metrics
+        self.instance = INSTANCE_ID
+        self.log = get_logger()
+        self.http = httpx.AsyncClient(timeout=None)
+        self._runtimes: dict[str, tuple[AgentSettings, AgentRuntime]] = {}
+        self._running: dict[str, asyncio.Task[Any]] = {}
+        self._heartbeats: dict[str, asyncio.Task[Any]] = {}
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._loop_task: asyncio.Task[Any] | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        now = self.clock.now_ms()
+        settings = self.settings()
+
+        def schedule(tx: RuntimeTx) -> None:
+            for agent in settings.agents.agents:
+                every = agent.heartbeat.every_seconds
+                tx.ensure_heartbeat_schedule(agent.id, now + every * 1000 if every else None, now)
+
+        await self.store.flow_write(schedule)  # type: ignore[arg-type]
+        self._loop_task = asyncio.create_task(self._loop())
+
+    def poke(self, delay: float = 0.0) -> None:
+        """Something was enqueued: look for work (after ``delay``) instead of at the next poll."""
+        if delay <= 0:
+            self._wake.set()
+        else:
+            asyncio.get_running_loop().call_later(delay, self._wake.set)
+
+    async def drain(self, timeout: float) -> None:
+        """Stop claiming; give running jobs ``timeout`` seconds, then abort and release them."""
+        self._stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        jobs = [*self._running.values(), *self._heartbeats.values()]
+        if jobs:
+            _, pending = await asyncio.wait(jobs, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        for _, runtime in self._runtimes.values():
+            await runtime.aclose()
+        await self.http.aclose()
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                await self._tick()
+            except HookgateError as exc:
+                self.log.warning("store.error", operation="worker.tick", error=exc.message)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+
+    async def _tick(self) -> None:
+        settings = self.settings()
+        now = self.clock.now_ms()
+        lease_ms = int(settings.storage.lease_seconds * 1000)
+        free = settings.agents.max_concurrent_runs - len(self._running)
+        if free > 0:
+            claimed: list[str] = await self.store.flow_write(
+                lambda tx: tx.claim_runs(self.instance, now, now + lease_ms, free)  # type: ignore[attr-defined]
+            )
+            for run_id in claimed:
+                self._running[run_id] = asyncio.create_task(self._guard(run_id, self._run(run_id)))
+        agents: list[str] = await self.store.flow_write(
+            lambda tx: tx.claim_heartbeats(self.instance, now, now + lease_ms)  # type: ignore[attr-defined]
+        )
+        for agent_id in agents:
+            if agent_id in self._heartbeats:
+                continue
+            self._heartbeats[agent_id] = asyncio.create_task(
+                self._guard(agent_id, self._heartbeat(agent_id), heartbeat=True)
+            )
+        backlog = await self.store.flow_read(lambda tx: tx.queued_runs(), small=True)  # type: ignore[attr-defined]
+        self.metrics.queue_backlog.labels("runs").set(backlog)
+
+    async def _guard(self, key: str, job: Awaitable[None], heartbeat: bool = False) -> None:
+        try:
+            await job
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a job bug must not kill the worker; its lease expires
+            self.log.exception("worker.job_failed", job="heartbeat" if heartbeat else "run", key=key)
+        finally:
+            (self._heartbeats if heartbeat else self._running).pop(key, None)
+            self._wake.set()
+
+    def runtime_for(self, agent: AgentSettings) -> AgentRuntime:
+        cached = self._runtimes.get(agent.id)
+        if cached is None or cached[0] is not agent:
+            cached = (agent, build_runtime(agent, http=self.http))
+            self._runtimes[agent.id] = cached
+        return cached[1]
+
+    def context(self) -> RunContext:
+        return RunContext(settings=self.settings(), store=self.store, clock=self.clock, metrics=self.metrics,
+                          instance=self.instance, runtime_for=self.runtime_for, log=self.log)
+
+    async def _with_lease(self, renew: Callable[[int], Awaitable[bool]], work: Awaitable[None]) -> None:
+        """Run ``work`` while renewing its lease every third of the lease time."""
+        lease_s = self.settings().storage.lease_seconds
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=lease_s / 3)
+                if done:
+                    return task.result()
+                await renew(self.clock.now_ms() + int(lease_s * 1000))
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _run(self, run_id: str) -> None:
+        async def renew(until: int) -> bool:
+            return bool(await self.store.flow_write(
+                lambda tx: tx.renew_run_lease(run_id, self.instance, until)))  # type: ignore[attr-defined]
+
+        try:
+            await self._with_lease(renew, execute_run(self.context(), run_id))
+        except asyncio.CancelledError:
+            # Orderly shutdown: the attempt is given back (it runs again after the restart).
+            await self.store.flow_write(
+                lambda tx: tx.release_run(run_id, self.instance, self.clock.now_ms()))  # type: ignore[attr-defined]
+            raise
+
+    async def _heartbeat(self, agent_id: str) -> None:
+        async def renew(until: int) -> bool:
+            return True  # the schedule row's lease is re-set when the turn finishes
+
+        await self._with_lease(renew, run_heartbeat(self.context(), agent_id))

@@ -1,0 +1,160 @@
+"""The embedded worker end to end: hook runs, summaries, heartbeats, timeouts, crash recovery, drain."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config
+
+
+def db(gw: RunningGateway) -> sqlite3.Connection:
+    conn = sqlite3.connect(gw.workdir / "hookgate.db")
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def run_row(gw: RunningGateway, run_id: str) -> dict[str, Any]:
+    with db(gw) as conn:
+        row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return dict(row) if row else {}
+
+
+def events(gw: RunningGateway) -> list[dict[str, Any]]:
+    with db(gw) as conn:
+        return [dict(r) for r in conn.execute("SELECT * FROM system_events ORDER BY seq")]
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def post_agent(gw: RunningGateway, **body: Any) -> str:
+    with gw.client() as c:
+        r = c.post("/hooks/agent", json=body, headers=AUTH)
+    assert r.status_code == 200, r.text
+    return str(r.json()["runId"])
+
+
+def config(**extra: Any) -> dict[str, Any]:
+    cfg = hooks_config()
+    cfg["channels"] = {"console": {}}
+    cfg["storage"]["leaseSeconds"] = 1
+    for key, value in extra.items():
+        cfg[key] = {**cfg.get(key, {}), **value}
+    return cfg
+
+
+def test_hook_run_summary_then_heartbeat_consumes_it(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config())
+    run_id = post_agent(gw, message="Deploy 42 finished", name="Deploy")
+    run = wait_for(lambda: (r := run_row(gw, run_id)) and r["status"] == "ok" and r)
+    assert run["reply"] == "echo: Deploy 42 finished" and run["attempt"] == 1
+    assert run["started_at"] is not None and run["ended_at"] >= run["started_at"]
+    with db(gw) as conn:
+        transcript = conn.execute("SELECT role, text FROM transcript_messages WHERE run_id = ? ORDER BY id",
+                                  (run_id,)).fetchall()
+    assert [t[0] for t in transcript] == ["user", "assistant"]
+    assert "<<<EXTERNAL_UNTRUSTED_CONTENT id=" in transcript[0][1]  # the prompt was wrapped
+    assert transcript[0][1].endswith("Return your response as plain text; it will be delivered automatically.")
+    # no last route and no whatsapp: no target → the summary goes to the main session, wakeMode now wakes
+    summary = wait_for(lambda: [e for e in events(gw) if e["text"].startswith("Hook Deploy")])
+    assert summary[0]["text"] == "Hook Deploy: echo: Deploy 42 finished"
+    consumed = wait_for(lambda: [e for e in events(gw) if e["status"] == "consumed"], timeout=10)
+    assert consumed[0]["consumed_by_run_id"]
+    with db(gw) as conn:
+        beat = conn.execute("SELECT * FROM runs WHERE kind = 'heartbeat'").fetchone()
+        assert beat["status"] == "ok" and beat["reply"].startswith("echo: System: [")
+        assert conn.execute("SELECT count(*) FROM heartbeat_requests WHERE consumed = 0").fetchone()[0] == 0
+
+
+def test_delivery_to_console_sets_last_route_and_posts_no_summary(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config())
+    run_id = post_agent(gw, message="hello", channel="console", to="ops-room", name="Greeter")
+    wait_for(lambda: run_row(gw, run_id).get("status") == "ok")
+    out = wait_for(lambda: [json.loads(line) for line in gw.read_stdout().splitlines() if line.startswith("{")])
+    assert out[0] == {"channel": "console", "to": "ops-room", "text": "echo: hello", "runId": run_id, "agentId": "main"}
+    time.sleep(0.3)
+    assert not [e for e in events(gw) if e["text"].startswith("Hook Greeter")]
+    with db(gw) as conn:
+        route = conn.execute("SELECT last_channel, last_to FROM sessions WHERE key = 'agent:main:main'").fetchone()
+    assert tuple(route) == ("console", "ops-room")
+
+
+def test_failures_timeouts_and_model_rejections_post_status_summaries(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config(agents={"defaults": {"models": {"echo/echo-1": {"alias": "e"}}}}))
+    failed = post_agent(gw, message="please [[echo:fail]]", name="Fail", deliver=False)
+    slow = post_agent(gw, message="[[echo:sleep=5]]", name="Slow", timeoutSeconds=1, deliver=False)
+    bad_model = post_agent(gw, message="x", name="Model", model="openai/gpt-x", deliver=False)
+    quiet = post_agent(gw, message="fine", name="Quiet", deliver=False)
+    wait_for(lambda: all(run_row(gw, r).get("status") not in ("queued", "running")
+                         for r in (failed, slow, bad_model, quiet)), timeout=15)
+    assert run_row(gw, failed)["status"] == "error"
+    assert run_row(gw, failed)["error"] == "echo runtime: requested failure"
+    assert run_row(gw, slow)["status"] == "timed_out" and run_row(gw, slow)["error"] == "run timed out after 1s"
+    assert run_row(gw, bad_model)["status"] == "error"
+    assert run_row(gw, bad_model)["error"] == (
+        "model 'openai/gpt-x' rejected by agents.defaults.models allowlist: openai/gpt-x is not in [echo/echo-1]"
+    )
+    assert run_row(gw, quiet)["status"] == "ok"
+    texts = {e["text"] for e in events(gw)}
+    assert "Hook Fail (error): echo runtime: requested failure" in texts
+    assert "Hook Slow (timed_out): run timed out after 1s" in texts
+    assert not [t for t in texts if t.startswith("Hook Quiet")]  # ok + deliver false → no summary
+
+
+def test_kill9_mid_run_resumes_then_ends_lost(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config())
+    resumed = post_agent(gw, message="[[echo:sleep=2]] resumable", name="Resume", deliver=False)
+    wait_for(lambda: run_row(gw, resumed).get("status") == "running")
+    gw.kill9()
+    gw.start()
+    row = wait_for(lambda: (r := run_row(gw, resumed)) and r["status"] == "ok" and r, timeout=15)
+    assert row["attempt"] == 2
+
+    doomed = post_agent(gw, message="[[echo:sleep=30]] doomed", name="Doomed", deliver=False)
+    wait_for(lambda: run_row(gw, doomed).get("status") == "running")
+    gw.kill9()
+    gw.start()
+    wait_for(lambda: run_row(gw, doomed).get("attempt") == 2, timeout=10)
+    gw.kill9()
+    gw.start()
+    row = wait_for(lambda: (r := run_row(gw, doomed)) and r["status"] == "lost" and r, timeout=10)
+    assert row["error"] == "run interrupted; retry limit reached"
+    assert "Hook Doomed (lost): run interrupted; retry limit reached" in {e["text"] for e in events(gw)}
+
+
+def test_sigterm_releases_running_runs_without_consuming_an_attempt(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config(gateway={"drainTimeoutSeconds": 1}))
+    run_id = post_agent(gw, message="[[echo:sleep=3]] long", deliver=False)
+    wait_for(lambda: run_row(gw, run_id).get("status") == "running")
+    started = time.monotonic()
+    assert gw.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - started < 5
+    row = run_row(gw, run_id)
+    assert (row["status"], row["attempt"], row["leased_by"]) == ("queued", 1, None)
+    gw.start()
+    row = wait_for(lambda: (r := run_row(gw, run_id)) and r["status"] == "ok" and r, timeout=15)
+    assert row["attempt"] == 1
+
+
+def test_wake_now_triggers_a_heartbeat_and_coalesces(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config())
+    with gw.client() as c:
+        for text in ("one", "two", "three"):
+            assert c.post("/hooks/wake", json={"text": text}, headers=AUTH).status_code == 200
+    wait_for(lambda: all(e["status"] == "consumed" for e in events(gw)) and len(events(gw)) == 3, timeout=10)
+    with db(gw) as conn:
+        beats = conn.execute("SELECT reply FROM runs WHERE kind = 'heartbeat'").fetchall()
+    assert len(beats) == 1  # three wakes within 250 ms: one turn
+    assert "one" in beats[0][0] and "three" in beats[0][0]
