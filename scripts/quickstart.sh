@@ -22,15 +22,16 @@ Try it (in another terminal):
   curl -sS -X POST $BASE/hooks/wake -H 'Authorization: Bearer $TOKEN' \\
        -H 'Content-Type: application/json' -d '{"text":"Deploy finished","mode":"now"}'
 
-  # start an isolated agent run (echo agent) and get its runId
+  # start an isolated agent run (echo agent); its reply is delivered to the console channel here
   curl -sS -X POST $BASE/hooks/agent -H 'Authorization: Bearer $TOKEN' \\
-       -H 'Content-Type: application/json' -d '{"message":"Summarise the deploy","name":"Deploy"}'
+       -H 'Content-Type: application/json' \\
+       -d '{"message":"Summarise the deploy","name":"Deploy","channel":"console","to":"you"}'
 
   # readiness and metrics
   curl -sS $BASE/readyz ; curl -sS $BASE/metrics | grep ^hookgate_requests
 
-  # inspect what was queued (works while the server runs)
-  $HG --config examples/quickstart.json5 events list
+  # what was queued and run (works while the server runs; the heartbeat consumed the wake)
+  $HG --config examples/quickstart.json5 events list --status all
   $HG --config examples/quickstart.json5 runs list
 
 MSG

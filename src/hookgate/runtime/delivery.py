@@ -70,7 +70,7 @@ async def deliver_reply(ctx: RunContext, *, agent_id: str, channel: str, to: Any
     """Resolve the target and deliver on a local channel; the last route follows explicit channels."""
     requested_to = to if isinstance(to, str) and to else None
     target = await ctx.store.flow_read(
-        lambda tx: resolve_target(ctx, tx, agent_id, channel, requested_to), small=True)  # type: ignore[arg-type]
+        lambda tx: resolve_target(ctx, tx, agent_id, channel, requested_to), small=True)
     if isinstance(target, str):
         ctx.log.info("delivery.no_target", run_id=run_id, agent_id=agent_id, reason=target)
         ctx.metrics.deliveries.labels(channel, "no_target").inc()
@@ -92,6 +92,6 @@ async def deliver_reply(ctx: RunContext, *, agent_id: str, channel: str, to: Any
     ctx.log.info("delivery.sent", run_id=run_id, channel=chosen)
     if channel != "last":
         now = ctx.clock.now_ms()
-        await ctx.store.flow_write(  # type: ignore[arg-type]
+        await ctx.store.flow_write(
             lambda tx: tx.set_last_route(f"agent:{agent_id}:main", agent_id, chosen, target_to, now))
     return DeliveryOutcome(True, True)

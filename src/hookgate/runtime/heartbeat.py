@@ -28,10 +28,10 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     def read(tx: RuntimeTx) -> tuple[list[tuple[int, int, str]], list[tuple[str, str]]]:
         return tx.pending_events(session), tx.transcript_tail(session, settings.agents.history_messages)
 
-    events, history = await ctx.store.flow_read(read, small=True)  # type: ignore[arg-type]
+    events, history = await ctx.store.flow_read(read, small=True)
     if not events and not agent.heartbeat.prompt:
         now = ctx.clock.now_ms()
-        await ctx.store.flow_write(  # type: ignore[arg-type]
+        await ctx.store.flow_write(
             lambda tx: tx.finish_heartbeat(agent_id, next_due(now), started_ms, now))
         ctx.metrics.heartbeats.labels("skipped").inc()
         ctx.log.info("heartbeat.skipped", agent_id=agent_id)
@@ -70,7 +70,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
         tx.finish_heartbeat(agent_id, next_due(now), started_ms, now)
         tx.insert_finished_run(record, session_id, result.status, result.reply, result.error, now)
 
-    await ctx.store.flow_write(commit)  # type: ignore[arg-type]
+    await ctx.store.flow_write(commit)
     ctx.metrics.heartbeats.labels(outcome).inc()
     if result.status == "ok":
         ctx.metrics.system_events.labels("consumed").inc(len(seqs))

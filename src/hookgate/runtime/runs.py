@@ -157,4 +157,4 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
         if summary is not None:
             tx.queue_system_event(f"agent:{target_agent}:main", target_agent, summary, now, wake)
 
-    await ctx.store.flow_write(commit)  # type: ignore[arg-type]
+    await ctx.store.flow_write(commit)

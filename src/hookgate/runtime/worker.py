@@ -59,7 +59,7 @@ class Worker:
                 every = agent.heartbeat.every_seconds
                 tx.ensure_heartbeat_schedule(agent.id, now + every * 1000 if every else None, now)
 
-        await self.store.flow_write(schedule)  # type: ignore[arg-type]
+        await self.store.flow_write(schedule)
         self._loop_task = asyncio.create_task(self._loop())
 
     def poke(self, delay: float = 0.0) -> None:
@@ -107,12 +107,12 @@ class Worker:
         free = settings.agents.max_concurrent_runs - len(self._running)
         if free > 0:
             claimed: list[str] = await self.store.flow_write(
-                lambda tx: tx.claim_runs(self.instance, now, now + lease_ms, free)  # type: ignore[attr-defined]
+                lambda tx: tx.claim_runs(self.instance, now, now + lease_ms, free)
             )
             for run_id in claimed:
                 self._running[run_id] = asyncio.create_task(self._guard(run_id, self._run(run_id)))
         agents: list[str] = await self.store.flow_write(
-            lambda tx: tx.claim_heartbeats(self.instance, now, now + lease_ms)  # type: ignore[attr-defined]
+            lambda tx: tx.claim_heartbeats(self.instance, now, now + lease_ms)
         )
         for agent_id in agents:
             if agent_id in self._heartbeats:
@@ -120,7 +120,7 @@ class Worker:
             self._heartbeats[agent_id] = asyncio.create_task(
                 self._guard(agent_id, self._heartbeat(agent_id), heartbeat=True)
             )
-        backlog = await self.store.flow_read(lambda tx: tx.queued_runs(), small=True)  # type: ignore[attr-defined]
+        backlog = await self.store.flow_read(lambda tx: tx.queued_runs(), small=True)
         self.metrics.queue_backlog.labels("runs").set(backlog)
 
     async def _guard(self, key: str, job: Awaitable[None], heartbeat: bool = False) -> None:
@@ -164,14 +164,14 @@ class Worker:
     async def _run(self, run_id: str) -> None:
         async def renew(until: int) -> bool:
             return bool(await self.store.flow_write(
-                lambda tx: tx.renew_run_lease(run_id, self.instance, until)))  # type: ignore[attr-defined]
+                lambda tx: tx.renew_run_lease(run_id, self.instance, until)))
 
         try:
             await self._with_lease(renew, execute_run(self.context(), run_id))
         except asyncio.CancelledError:
             # Orderly shutdown: the attempt is given back (it runs again after the restart).
             await self.store.flow_write(
-                lambda tx: tx.release_run(run_id, self.instance, self.clock.now_ms()))  # type: ignore[attr-defined]
+                lambda tx: tx.release_run(run_id, self.instance, self.clock.now_ms()))
             raise
 
     async def _heartbeat(self, agent_id: str) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from hookgate.errors import HookgateError
 
 if TYPE_CHECKING:
-    from hookgate.flows.ports import FlowTx
+    from hookgate.runtime.ports import RuntimeTx
 
 T = TypeVar("T")
 
@@ -167,10 +167,10 @@ class Store(Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
-    async def flow_write(self, fn: Callable[[FlowTx], T]) -> T:
+    async def flow_write(self, fn: Callable[[RuntimeTx], T]) -> T:
         """Run ``fn`` in one write transaction (TaskFlow actions); returns after the commit."""
 
-    async def flow_read(self, fn: Callable[[FlowTx], T], *, small: bool = False) -> T:
+    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False) -> T:
         """Run ``fn`` on a consistent read snapshot; ``small``: a point read the backend may run inline."""
 
     async def list_runs(

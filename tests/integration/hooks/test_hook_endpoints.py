@@ -285,7 +285,8 @@ def test_agent_accepted_commits_a_run(gateway: RunningGateway) -> None:
     body = r.json()
     assert list(body) == ["ok", "runId"] and body["ok"] is True and UUID4.match(body["runId"])
     [run] = runs(gateway)
-    assert run["run_id"] == body["runId"] and run["kind"] == "hook" and run["status"] == "queued"
+    assert run["run_id"] == body["runId"] and run["kind"] == "hook"
+    assert run["status"] in ("queued", "running", "ok")  # the embedded worker may have picked it up
     assert run["agent_id"] == "main" and run["attempt"] == 1 and run["name"] == "GitHub"
     assert run["session_key"].startswith("agent:main:hook:")
     inputs = json.loads(run["inputs"])

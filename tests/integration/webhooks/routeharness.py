@@ -50,6 +50,15 @@ def exact(resp: httpx.Response, status: int, body: str | bytes) -> None:
     expected = body.encode() if isinstance(body, str) else body
     assert resp.content == expected, resp.text
     assert resp.headers["content-type"] == "application/json; charset=utf-8"
+    common_headers(resp.headers)
+
+
+def common_headers(headers: Any) -> None:
+    """README §5: on every response."""
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert headers["cache-control"] == "no-store"
+    assert headers["x-request-id"]
 
 
 def now_ms() -> int:
@@ -99,14 +108,15 @@ def db(gw: RunningGateway) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
-def system_events(gw: RunningGateway) -> list[tuple[str, str]]:
-    """(session key, text) of every queued system event, oldest first.
+def system_events(gw: RunningGateway, needle: str) -> list[tuple[str, str]]:
+    """(session key, text) of the queued system events whose text contains ``needle``, oldest first.
 
     A terminal notification also wakes the agent's heartbeat, which may consume the events right
-    away; so the status must be ``pending`` or (later) ``consumed``, never ``dropped``.
+    away; so a matching event must be ``pending`` or (later) ``consumed``, never ``dropped``.
     """
     with db(gw) as conn:
-        rows = list(conn.execute("SELECT session_key, text, status FROM system_events ORDER BY seq"))
+        rows = list(conn.execute("SELECT session_key, text, status FROM system_events WHERE instr(text, ?) > 0 "
+                                 "ORDER BY seq", (needle,)))
     assert {status for _, _, status in rows} <= {"pending", "consumed"}, rows
     return [(key, text) for key, text, _ in rows]
 

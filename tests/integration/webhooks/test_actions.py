@@ -187,7 +187,7 @@ def test_worked_example_end_to_end(gw: RunningGateway, api: Api) -> None:
     assert task["terminalOutcome"] == "succeeded" and task["terminalSummary"] == "412 tests passed"
     assert r.json()["result"]["flow"]["revision"] == 3  # no settle: the flow has no cancelRequestedAt
     text = "Background task done: integration-tests (run ci-88421). 412 tests passed"
-    assert [e for e in system_events(gw) if e[1] == text] == [("agent:ops:main", text)]
+    assert system_events(gw, text) == [("agent:ops:main", text)]
     assert ("ops", f"task:{task_id}") in heartbeat_requests(gw)
 
     finished = spec(SPEC_FINISHED, **ids)
@@ -405,6 +405,8 @@ def test_child_session_guard(gw: RunningGateway, api: Api) -> None:
         other_flow = other.create()
         # records agent:main:subagent:x as a child of the other route's session
         other.run_task(other_flow["flowId"], childSessionKey="agent:main:subagent:x")
+        # a notification makes agent:main:main (another agent's main session) known to the store
+        other.run_task(other_flow["flowId"], notifyPolicy="state_changes")
     flow = api.create()
     flow_id = flow["flowId"]
     # unknown → accepted and recorded as a child of the route session
@@ -420,7 +422,7 @@ def test_child_session_guard(gw: RunningGateway, api: Api) -> None:
     # an unknown key of another agent is recorded too; agentId comes from the child key
     assert api.run_task(flow_id, childSessionKey="agent:main:subagent:new")["task"]["agentId"] == "main"
     # a known key outside the tree: another route's child, another agent's main session
-    for key in ("agent:main:subagent:x", "AGENT:MAIN:SUBAGENT:X"):
+    for key in ("agent:main:subagent:x", "AGENT:MAIN:SUBAGENT:X", "agent:main:main"):
         r = api.call("run_task", flowId=flow_id, runtime="subagent", task="t", childSessionKey=key)
         exact(r, 409, envelope("ci", {"found": True, "created": False,
                                       "reason": "childSessionKey is outside the route's session tree", "flow": flow},
@@ -459,6 +461,7 @@ def test_run_task_idempotent_by_run_id(api: Api) -> None:
     api.result("update_task", taskId=first["taskId"], status="succeeded")
     retry = api.run_task(flow_id, runId="r-1", label="build", task="make")["task"]
     assert retry["taskId"] == first["taskId"] and retry["status"] == "succeeded"
+    assert retry["deliveryStatus"] == "pending"  # back to pending unless delivered
 
 
 def test_run_task_timestamps_and_views(api: Api) -> None:
@@ -523,7 +526,7 @@ def test_task_reads_and_updates(gw: RunningGateway, api: Api) -> None:
 
 
 def events_about(gw: RunningGateway, needle: str) -> list[tuple[str, str]]:
-    return [e for e in system_events(gw) if needle in e[1]]
+    return system_events(gw, needle)
 
 
 def test_notify_policies(gw: RunningGateway, api: Api) -> None:

@@ -203,7 +203,7 @@ def test_webhook_id_doubles_as_idempotency_key(c: httpx.Client) -> None:
     exact(again, 200, first.content)
     assert again.headers["idempotent-replayed"] == "true"
     other = b'{"action":"create_flow","goal":"different"}'
-    exact(post(c, "/a/sw", sw_headers(other, "msg_idem")), 409,
+    exact(post(c, "/a/sw", sw_headers(other, "msg_idem"), other), 409,
           '{"ok":false,"routeId":"sw","code":"idempotency_key_reused",'
           '"error":"Idempotency-Key was already used with a different request.","result":{}}')
     # an explicit Idempotency-Key wins over webhook-id
@@ -212,6 +212,6 @@ def test_webhook_id_doubles_as_idempotency_key(c: httpx.Client) -> None:
     assert fresh.content != first.content
     # read actions ignore webhook-id too
     read = b'{"action":"list_flows"}'
-    assert post(c, "/a/sw", sw_headers(read, "msg_read")).status_code == 200
-    second = post(c, "/a/sw", sw_headers(read, "msg_read"))
-    assert "idempotent-replayed" not in second.headers
+    assert post(c, "/a/sw", sw_headers(read, "msg_read"), read).status_code == 200
+    second = post(c, "/a/sw", sw_headers(read, "msg_read"), read)
+    assert second.status_code == 200 and "idempotent-replayed" not in second.headers

@@ -8,7 +8,18 @@ from typing import Any
 
 import pytest
 from gateway import GatewayFactory, RunningGateway, raw_request
-from routeharness import Api, ci_route, db, dumps, exact, metric, raw_post, serving, split_response, webhooks_config
+from routeharness import (
+    Api,
+    ci_route,
+    db,
+    dumps,
+    exact,
+    metric,
+    raw_post,
+    serving,
+    split_response,
+    webhooks_config,
+)
 
 REUSED = ('{"ok":false,"routeId":"%s","code":"idempotency_key_reused",'
           '"error":"Idempotency-Key was already used with a different request.","result":{}}')

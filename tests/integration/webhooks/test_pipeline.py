@@ -19,6 +19,7 @@ from routeharness import (
     SECRET,
     Api,
     ci_route,
+    common_headers,
     dumps,
     exact,
     metric,
@@ -54,10 +55,13 @@ def pipeline_config() -> dict[str, Any]:
         "rl": ci_route(path="/plugins/webhooks/rl", limits={"rateLimit": {"windowSeconds": 60, "maxRequests": 3}}),
         "rl1": ci_route(path="/plugins/webhooks/rl1", limits={"rateLimit": {"windowSeconds": 1, "maxRequests": 1}}),
         "small": ci_route(path="/plugins/webhooks/small",
-                          limits={"maxInFlight": 2, "maxBodyBytes": 64, "bodyTimeoutSeconds": 1}),
+                          limits={"maxBodyBytes": 64, "bodyTimeoutSeconds": 1}),
+        "inf": ci_route(path="/plugins/webhooks/inf", limits={"maxInFlight": 2, "maxBodyBytes": 64}),
         "off": ci_route(path="/plugins/webhooks/off", enabled=False),
+        " dflt ": {"sessionKey": "agent:ops:main", "secret": SECRET},  # id trimmed, default path and controller
     }
-    return webhooks_config(routes, limits={"rateLimit": {"windowSeconds": 60, "maxRequests": 1000}})
+    return webhooks_config(routes, limits={"rateLimit": {"windowSeconds": 60, "maxRequests": 1000}},
+                           gateway={"trustedProxies": ["127.0.0.0/8"]})
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +106,22 @@ def test_route_matching_ignores_case_one_trailing_slash_dot_segments_and_query(g
         r = post(c, path)
     assert r.status_code == 200, r.text
     assert r.json()["routeId"] == "ci"
+
+
+def test_default_path_and_controller(gw: RunningGateway) -> None:
+    with gw.client() as c:
+        r = post(c, "/plugins/webhooks/dflt")
+    assert r.status_code == 200, r.text
+    assert r.json()["routeId"] == "dflt" and r.json()["result"]["flow"]["controllerId"] == "webhooks/dflt"
+
+
+def test_plugin_disabled_has_no_routes(gateway_factory: GatewayFactory) -> None:
+    cfg = webhooks_config()
+    cfg["plugins"]["entries"]["webhooks"]["enabled"] = False
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        exact(post(c, CI_PATH), 404, NOT_FOUND)
+        exact(c.get(CI_PATH), 404, NOT_FOUND)
 
 
 # --- step 2: method -------------------------------------------------------------------------------
@@ -190,11 +210,11 @@ def test_accepted_media_types(gw: RunningGateway, content_type: str) -> None:
 # --- step 5: in-flight limit ----------------------------------------------------------------------
 
 
-def hold(port: int, path: str, source: str = "127.0.0.1") -> socket.socket:
+def hold(port: int, path: str, source: str = "127.0.0.1", headers: dict[str, str] | None = None) -> socket.socket:
     """A request whose body is not finished: the server holds its in-flight slot."""
     body = dumps(CREATE).encode()
     sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
-    sock.sendall(raw_post(path, body[:5], content_length=len(body)))
+    sock.sendall(raw_post(path, body[:5], content_length=len(body), headers=headers))
     return sock
 
 
@@ -211,17 +231,20 @@ def finish(sock: socket.socket) -> bytes:
 
 def test_in_flight_limit_per_normalised_path_and_peer(gw: RunningGateway) -> None:
     source = "127.0.0.44"
-    held = [hold(gw.port, "/plugins/webhooks/small", source), hold(gw.port, "/plugins/webhooks/SMALL/", source)]
+    label = 'hookgate_rate_limited_total{reason="in_flight",surface="webhooks"}'
+    before = metric(gw, label)
+    held = [hold(gw.port, "/plugins/webhooks/inf", source), hold(gw.port, "/plugins/webhooks/INF/", source)]
     try:
         time.sleep(0.3)
         with gw.client(source=source) as c, gw.client(source="127.0.0.45") as other:
-            for path in ("/plugins/webhooks/small", "/plugins/webhooks/small/"):
+            for path in ("/plugins/webhooks/inf", "/plugins/webhooks/inf/"):
                 # the slot check comes after the media type and before the auth
                 r = post(c, path, headers={"Authorization": "Bearer wrong"})
                 pipeline_reject(r, 429, RATE)
                 assert r.headers["retry-after"] == "1"
-            assert post(c, "/plugins/webhooks/small", content_type="text/plain").status_code == 415
-            assert post(other, "/plugins/webhooks/small").status_code == 200
+            assert post(c, "/plugins/webhooks/inf", content_type="text/plain").status_code == 415
+            assert metric(gw, label) == before + 2
+            assert post(other, "/plugins/webhooks/inf").status_code == 200
             assert post(c, CI_PATH).status_code == 200  # another route
             answers = [finish(sock) for sock in held]
             held = []
@@ -230,10 +253,10 @@ def test_in_flight_limit_per_normalised_path_and_peer(gw: RunningGateway) -> Non
                 assert status == 200, body
             # slots are released once the responses are written (also after 401, 400 and 413)
             for _ in range(3):
-                assert post(c, "/plugins/webhooks/small", headers={"Authorization": "Bearer wrong"}).status_code == 401
-                assert post(c, "/plugins/webhooks/small", b"{").status_code == 400
-                assert post(c, "/plugins/webhooks/small", b"x" * 65).status_code == 413
-                assert post(c, "/plugins/webhooks/small").status_code == 200
+                assert post(c, "/plugins/webhooks/inf", headers={"Authorization": "Bearer wrong"}).status_code == 401
+                assert post(c, "/plugins/webhooks/inf", b"{").status_code == 400
+                assert post(c, "/plugins/webhooks/inf", b"x" * 65).status_code == 413
+                assert post(c, "/plugins/webhooks/inf").status_code == 200
     finally:
         for sock in held:
             sock.close()
@@ -242,11 +265,29 @@ def test_in_flight_limit_per_normalised_path_and_peer(gw: RunningGateway) -> Non
 def test_in_flight_slot_released_when_client_goes_away(gw: RunningGateway) -> None:
     source = "127.0.0.46"
     for _ in range(2):
-        hold(gw.port, "/plugins/webhooks/small", source).close()
+        hold(gw.port, "/plugins/webhooks/inf", source).close()
     time.sleep(0.3)
     with gw.client(source=source) as c:
-        assert post(c, "/plugins/webhooks/small").status_code == 200
-        assert post(c, "/plugins/webhooks/small").status_code == 200
+        assert post(c, "/plugins/webhooks/inf").status_code == 200
+        assert post(c, "/plugins/webhooks/inf").status_code == 200
+
+
+def test_rate_limit_uses_the_forwarded_client_ip_and_in_flight_the_peer(gw: RunningGateway) -> None:
+    peer = "127.0.0.50"
+    with gw.client(source=peer) as c:
+        for _ in range(3):
+            assert post(c, "/plugins/webhooks/rl", headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 200
+        assert post(c, "/plugins/webhooks/rl", headers={"X-Forwarded-For": "198.51.100.7"}).status_code == 429
+        assert post(c, "/plugins/webhooks/rl", headers={"X-Forwarded-For": "198.51.100.8"}).status_code == 200
+        held = [hold(gw.port, "/plugins/webhooks/inf", peer, {"X-Forwarded-For": f"198.51.100.{i}"}) for i in (1, 2)]
+        try:
+            time.sleep(0.3)
+            r = post(c, "/plugins/webhooks/inf", headers={"X-Forwarded-For": "198.51.100.3"})
+            pipeline_reject(r, 429, RATE)
+            assert r.headers["retry-after"] == "1"
+        finally:
+            for sock in held:
+                sock.close()
 
 
 # --- step 6: authentication (legacy secret) -------------------------------------------------------
@@ -330,6 +371,7 @@ def test_declared_body_over_the_limit_is_413_then_close(gw: RunningGateway) -> N
     status, headers, body = split_response(data)
     assert status == 413 and body == TOO_LARGE
     assert headers["connection"] == "close" and closed
+    common_headers(headers)
     assert headers["content-type"] == "application/json; charset=utf-8"
 
 
@@ -365,6 +407,7 @@ def test_slow_body_is_408_then_close(gw: RunningGateway) -> None:
     status, headers, body = split_response(data)
     assert status == 408 and body == TIMEOUT
     assert headers["connection"] == "close" and closed
+    common_headers(headers)
     assert 0.9 <= time.monotonic() - started < 3
 
 
@@ -501,13 +544,13 @@ def test_pipeline_rejections_are_counted(gw: RunningGateway) -> None:
 
 def test_concurrent_slow_bodies_only_block_their_own_key(gw: RunningGateway) -> None:
     """Held slots for one peer never slow down other peers (the server stays responsive)."""
-    held = [hold(gw.port, "/plugins/webhooks/small", "127.0.0.48") for _ in range(2)]
+    held = [hold(gw.port, "/plugins/webhooks/inf", "127.0.0.48") for _ in range(2)]
     try:
         time.sleep(0.2)
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             def one(i: int) -> int:
                 with gw.client(source=f"127.0.1.{i + 1}") as c:
-                    return post(c, "/plugins/webhooks/small").status_code
+                    return post(c, "/plugins/webhooks/inf").status_code
             assert list(pool.map(one, range(8))) == [200] * 8
     finally:
         for sock in held:

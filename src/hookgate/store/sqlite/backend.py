@@ -21,7 +21,7 @@ import msgspec
 
 from hookgate.clock import Clock, SystemClock, new_id
 from hookgate.errors import StoreUnavailable
-from hookgate.flows.ports import FlowTx
+from hookgate.runtime.ports import RuntimeTx
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.events import MAX_PENDING_EVENTS
 from hookgate.store.base import (
@@ -383,7 +383,7 @@ class SqliteStore:
     def new_session_id(self) -> str:
         return self._ids()
 
-    async def flow_write(self, fn: Callable[[FlowTx], T]) -> T:
+    async def flow_write(self, fn: Callable[[RuntimeTx], T]) -> T:
         """Run ``fn`` in one write transaction; returns after it committed (and was fsynced)."""
         events: list[tuple[str, int]] = []
 
@@ -398,7 +398,7 @@ class SqliteStore:
                 self._count_event("dropped", dropped)
         return result
 
-    async def flow_read(self, fn: Callable[[FlowTx], T], *, small: bool = False) -> T:
+    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False) -> T:
         """Run ``fn`` on a read snapshot (writes through the tx are refused by SQLite); ``small``
         reads (a few rows) run inline on the event loop."""
         return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])), inline=small)

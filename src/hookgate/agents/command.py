@@ -1,0 +1,191 @@
+"""The ``command`` runtime (model.md §8): one local process per attempt, no shell.
+
+The argv runs in its own session (process group) with the environment ``passEnv`` (copied from ours)
++ ``env`` + the ``HOOKGATE_*`` variables, in ``cwd``; stderr is discarded. Input ``text`` writes the
+prompt to stdin, ``json`` writes one JSON object (``json_input``). The reply is stdout (UTF-8) minus
+trailing newlines; in ``json`` mode a stdout that is a JSON object with a string ``text`` uses it.
+
+Errors (never retryable): exit status ≠ 0 → ``command exited with code <n>`` (a negative ``n`` is
+the signal that ended it); more than 1 MiB of stdout → ``command output exceeded 1048576 bytes``
+(the process group is killed at once). Cancelling the call (the run timeout) sends SIGTERM to the
+process group, SIGKILL after 5 s, and reaps the process before the cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from typing import Any
+
+import msgspec
+
+from hookgate.agents.base import (
+    COMMAND_KILL_GRACE_SECONDS,
+    COMMAND_OUTPUT_MAX_BYTES,
+    COMMAND_PROTOCOL_VERSION,
+    AgentRuntimeError,
+    RuntimeRequest,
+    configured_model_id,
+    runtime_provider,
+)
+
+_READ_CHUNK = 65_536
+
+
+class _OutputTooLarge(Exception):
+    pass
+
+
+def json_input(request: RuntimeRequest, model: str | None) -> bytes:
+    """The ``json`` input document (model.md §8)."""
+    messages = [{"role": role, "content": content} for role, content in request.history]
+    messages.append({"role": "user", "content": request.prompt})
+    return msgspec.json.encode(
+        {
+            "protocolVersion": COMMAND_PROTOCOL_VERSION,
+            "kind": request.run_kind,
+            "agentId": request.agent_id,
+            "sessionKey": request.session_key,
+            "runId": request.run_id,
+            "model": model,
+            "thinking": request.thinking,
+            "system": request.system_prompt,
+            "messages": messages,
+        }
+    )
+
+
+def parse_reply(stdout: bytes, input_mode: str) -> str:
+    """stdout as the reply: decoded, trailing newlines removed, ``{"text": …}`` unwrapped in json mode."""
+    text = stdout.decode("utf-8", errors="replace").rstrip("\r\n")
+    if input_mode == "json" and text.lstrip().startswith("{"):
+        try:
+            doc = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            return text
+        if isinstance(doc, dict) and isinstance(doc.get("text"), str):
+            return str(doc["text"])
+    return text
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+async def stop_process(proc: asyncio.subprocess.Process, grace: float = COMMAND_KILL_GRACE_SECONDS) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, and reap the process."""
+    try:
+        if proc.returncode is None:
+            _signal_group(proc, signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), grace)
+    finally:
+        # Also when cancelled again while waiting. Stragglers (the leader gone, a child still
+        # holding stdout) go too, so the pipes close and the process can be reaped.
+        _signal_group(proc, signal.SIGKILL)
+        await proc.wait()
+
+
+async def _feed(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
+    if stdin is None:
+        return
+    try:
+        stdin.write(data)
+        await stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the command did not read its input; its exit status tells the rest
+    finally:
+        stdin.close()
+
+
+async def _read_capped(stdout: asyncio.StreamReader | None, limit: int) -> bytes:
+    if stdout is None:
+        return b""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await stdout.read(_READ_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise _OutputTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class CommandRuntime:
+    kind = "command"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.provider = runtime_provider(config)
+        self.default_model = configured_model_id(config, self.provider)
+        self.argv = [str(a) for a in config.get("command") or []]
+        self.input_mode = str(config.get("input") or "text")
+        self.env = {str(k): str(v) for k, v in (config.get("env") or {}).items()}
+        self.pass_env = [str(n) for n in config.get("passEnv") or []]
+        cwd = config.get("cwd")
+        self.cwd = str(cwd) if cwd else None
+        self.output_limit = COMMAND_OUTPUT_MAX_BYTES
+        self.kill_grace = COMMAND_KILL_GRACE_SECONDS
+
+    def environment(self, request: RuntimeRequest) -> dict[str, str]:
+        env = {name: os.environ[name] for name in self.pass_env if name in os.environ}
+        env.update(self.env)
+        env.update(
+            {
+                "HOOKGATE_RUN_KIND": request.run_kind,
+                "HOOKGATE_AGENT_ID": request.agent_id,
+                "HOOKGATE_SESSION_KEY": request.session_key,
+                "HOOKGATE_RUN_ID": request.run_id,
+                "HOOKGATE_MODEL": request.model or self.default_model or "",
+                "HOOKGATE_THINKING": request.thinking or "off",
+            }
+        )
+        return env
+
+    def stdin_bytes(self, request: RuntimeRequest) -> bytes:
+        if self.input_mode == "json":
+            return json_input(request, request.model or self.default_model)
+        return request.prompt.encode("utf-8")
+
+    async def complete(self, request: RuntimeRequest) -> str:
+        if not self.argv:
+            raise AgentRuntimeError("command runtime: no command configured")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=self.environment(request),
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise AgentRuntimeError(f"command could not start: {exc.strerror or exc}") from None
+        try:
+            stdout = await self._communicate(proc, self.stdin_bytes(request))
+        except _OutputTooLarge:
+            await stop_process(proc, grace=0)
+            raise AgentRuntimeError(f"command output exceeded {self.output_limit} bytes") from None
+        except BaseException:
+            await stop_process(proc, grace=self.kill_grace)
+            raise
+        if proc.returncode != 0:
+            raise AgentRuntimeError(f"command exited with code {proc.returncode}")
+        return parse_reply(stdout, self.input_mode)
+
+    async def _communicate(self, proc: asyncio.subprocess.Process, data: bytes) -> bytes:
+        writer = asyncio.create_task(_feed(proc.stdin, data))
+        try:
+            stdout = await _read_capped(proc.stdout, self.output_limit)
+            await proc.wait()
+            return stdout
+        finally:
+            if not writer.done():
+                writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        return None
