@@ -134,6 +134,10 @@ class Service:
             self.worker = Worker(store, lambda: self.settings, self.clock, self.metrics)
             await self.worker.start()
             gw.on_enqueue = self.worker.poke
+            if gw.route_surface is not None:
+                worker = self.worker
+                gw.route_surface.service.on_enqueue = worker.poke
+                gw.route_surface.service.on_abort = worker.abort
         self._spawn(self._flush_logs())
         self._spawn(self._sweep())
         if self.settings.gateway.reload_watch and self.settings.config_path:

@@ -43,6 +43,20 @@ def _out_of_int64(value: Any) -> bool:
     return False
 
 
+def header_text(req: Request) -> route_auth.HeaderGetter:
+    """Header values as the client wrote them: the raw bytes read as UTF-8 (``req.header`` is latin-1).
+
+    Secrets are compared as UTF-8 bytes and key lengths count characters (webhooks.md §2.3, §3.5);
+    invalid UTF-8 turns into U+FFFD and so never matches a configured secret.
+    """
+
+    def get(name: bytes) -> str | None:
+        value = req.headers.get(name)
+        return None if value is None else value.decode("utf-8", "replace")
+
+    return get
+
+
 def decode_route_body(body: bytes) -> Any:
     """Step 8: UTF-8 and strict JSON; empty, invalid UTF-8 and out-of-int64 integers are invalid."""
     if not body.strip():
@@ -119,7 +133,7 @@ class RoutesSurface:
         gw = self.gw
         m = gw.metrics
         compat = gw.settings.gateway.accept_openclaw_headers
-        verdict = route_auth.check_headers(route.auth, req.header, compat=compat, now_s=time.time())
+        verdict = route_auth.check_headers(route.auth, header_text(req), compat=compat, now_s=time.time())
         if verdict is False:
             return self._unauthorized(req, route)
         limits = route.limits
@@ -175,8 +189,9 @@ class RoutesSurface:
     def _idempotency_key(self, req: Request, route: RouteSettings, verdict: object) -> str | None | Answer:
         compat = self.gw.settings.gateway.accept_openclaw_headers
         raw = None
+        header = header_text(req)
         for name in (b"idempotency-key", b"x-hookgate-idempotency-key", b"x-openclaw-idempotency-key" if compat else None):
-            if name is not None and (value := req.header(name)) is not None:
+            if name is not None and (value := header(name)) is not None:
                 raw = value
                 break
         if raw is None and isinstance(verdict, route_auth.PendingSignature) and verdict.webhook_id:

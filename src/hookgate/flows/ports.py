@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from hookgate.flows.model import Flow, Task
+from hookgate.store.base import NewRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,9 @@ class FlowTx(Protocol):
         """Any owner's flows (operators only), newest first."""
 
     def admin_get_flow(self, flow_id: str) -> Flow | None: ...
+
+    def enqueue_run(self, run: NewRun) -> None:
+        """Queue a run (kind ``task`` for executed tasks) in this transaction; its session is created on first use."""
 
     # idempotency ---------------------------------------------------------------------------------
     def get_webhook_response(self, route_id: str, key: str, now_ms: int) -> StoredResponse | None: ...

@@ -7,7 +7,7 @@ import time
 from hookgate.clock import new_id
 from hookgate.runtime.delivery import deliver_reply
 from hookgate.runtime.ports import RuntimeTx
-from hookgate.runtime.prompts import heartbeat_prompt, render_events
+from hookgate.runtime.prompts import heartbeat_prompt, heartbeat_skipped, render_events
 from hookgate.runtime.replies import is_heartbeat_ack, is_silent
 from hookgate.runtime.runs import RunContext, agent_of, call_agent
 from hookgate.store.base import NewRun
@@ -29,15 +29,15 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
         return tx.pending_events(session), tx.transcript_tail(session, settings.agents.history_messages)
 
     events, history = await ctx.store.flow_read(read, small=True)
-    if not events and not agent.heartbeat.prompt:
+    tz = settings.agents.envelope_timezone
+    rendered = render_events([(created, text) for _, created, text in events], tz)
+    if heartbeat_skipped(rendered, agent.heartbeat.prompt):
         now = ctx.clock.now_ms()
         await ctx.store.flow_write(
             lambda tx: tx.finish_heartbeat(agent_id, next_due(now), started_ms, now))
         ctx.metrics.heartbeats.labels("skipped").inc()
         ctx.log.info("heartbeat.skipped", agent_id=agent_id)
         return
-    tz = settings.agents.envelope_timezone
-    rendered = render_events([(created, text) for _, created, text in events], tz)
     prompt = heartbeat_prompt(rendered, agent.heartbeat.prompt)
     run_id = new_id()
     t0 = time.monotonic()

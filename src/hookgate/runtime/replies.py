@@ -74,6 +74,14 @@ def hook_summary_event(
 ) -> str | None:
     """The main-session summary event of a finished hook run (model.md §5.6 table), or ``None``.
 
+    ====================================  ======================================
+    status ≠ ``ok`` (whatever ``deliver``)  ``Hook <name> (<status>): <error>``
+    ``ok``, ``deliver`` false               none
+    ``ok``, silent reply                    none
+    ``ok``, delivered or still pending      none
+    ``ok``, no target / dead-lettered       ``Hook <name>: <reply>``
+    ====================================  ======================================
+
     ``delivered``: ``True`` delivered, ``False`` dead-lettered, ``None`` still pending (no event now;
     the delivery layer posts :func:`dead_letter_summary` if it dead-letters). ``has_target=False``
     means the reply could not be routed ("not delivered") and is summarised at completion.

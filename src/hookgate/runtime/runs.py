@@ -15,7 +15,10 @@ from hookgate.config.settings import AgentSettings, Settings
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.delivery import deliver_reply
 from hookgate.runtime.ports import RuntimeTx
-from hookgate.runtime.prompts import hook_prompt
+from hookgate.flows.model import CANCELLED_BY_OPERATOR, Task, is_terminal
+from hookgate.flows.notifications import Notification, notification_session
+from hookgate.flows.rules import Retention, RunEnd, apply_run_ended, apply_run_started, settle
+from hookgate.runtime.prompts import hook_prompt, task_prompt
 from hookgate.runtime.replies import hook_summary_event, is_silent
 from hookgate.runtime.wrapper import suspicious_patterns
 from hookgate.store.base import RunRecord, Store
@@ -95,8 +98,11 @@ async def execute_run(ctx: RunContext, run_id: str) -> None:
         if run.attempt > 1:
             ctx.log.info("run.resumed", run_id=run.run_id, attempt=run.attempt)
         ctx.log.info("run.started", run_id=run.run_id, kind=run.kind, agent_id=run.agent_id, attempt=run.attempt)
-        result = await _call_for(ctx, run)
-    await complete_hook_run(ctx, run, result)
+        result = await (_call_for_task(ctx, run) if run.kind == "task" else _call_for(ctx, run))
+    if run.kind == "task":
+        await complete_task_run(ctx, run, result)
+    else:
+        await complete_hook_run(ctx, run, result)
     elapsed = time.monotonic() - started
     agent = agent_of(ctx.settings, run.agent_id)
     ctx.metrics.runs.labels(run.kind, result.status).inc()
@@ -126,6 +132,71 @@ async def _call_for(ctx: RunContext, run: RunRecord) -> CallResult:
     )
 
 
+def _retention(ctx: RunContext) -> Retention:
+    r = ctx.settings.storage.retention
+    return Retention(task_days=r.task_days, lost_task_days=r.lost_task_days)
+
+
+async def _call_for_task(ctx: RunContext, run: RunRecord) -> CallResult:
+    """An executed task (webhooks.md §5.4): the task moves to running, then the agent gets it wrapped."""
+    task_id = str(run.inputs.get("taskId"))
+    now = ctx.clock.now_ms()
+
+    def start(tx: RuntimeTx) -> Task | None:
+        task = tx.get_task(task_id)
+        if task is None or is_terminal(task.status):
+            return None
+        change = apply_run_started(task, now, run.run_id)
+        tx.update_task(change.task)
+        _notify(ctx, tx, change.notifications, task.owner_key, now)
+        return change.task
+
+    task = await ctx.store.flow_write(start)
+    if task is None:
+        return CallResult("cancelled", error=CANCELLED_BY_OPERATOR)
+    agent = agent_of(ctx.settings, run.agent_id)
+    prompt = task_prompt(task_id=task.task_id, label=task.label, task=task.task, received_ms=run.created_at,
+                         now_ms=ctx.clock.now_ms(), tz_setting=ctx.settings.agents.envelope_timezone)
+    return await call_agent(ctx, agent, kind="task", run_id=run.run_id, session_key=run.session_key, prompt=prompt,
+                            subject=task.task, model_override=None, gmail=False, thinking=None,
+                            timeout_s=agent.timeout_seconds)
+
+
+def _notify(ctx: RunContext, tx: RuntimeTx, notes: tuple[Notification, ...], owner: str, now: int) -> None:
+    if notes:
+        session, agent = notification_session(owner, ctx.settings.agents.default_agent_id)
+        for note in notes:
+            tx.queue_system_event(session, agent, note.text, now, note.heartbeat_reason)
+
+
+async def complete_task_run(ctx: RunContext, run: RunRecord, result: CallResult) -> None:
+    """The run's end moves its task (succeeded / failed / timed_out / lost), notifies, settles the flow."""
+    task_id = str(run.inputs.get("taskId"))
+    now = ctx.clock.now_ms()
+    ends: dict[str, RunEnd] = {"ok": "ok", "error": "error", "skipped": "skipped", "timed_out": "timed_out",
+                               "lost": "lost"}
+    end = ends.get(result.status)
+
+    def commit(tx: RuntimeTx) -> None:
+        tx.finish_run(run.run_id, result.status, result.reply, result.error, now)
+        if result.status == "ok" and result.prompt is not None and result.reply is not None:
+            tx.append_transcript(run.session_key, run.session_id, "user", result.prompt, run.run_id, now)
+            tx.append_transcript(run.session_key, run.session_id, "assistant", result.reply, run.run_id, now)
+        task = tx.get_task(task_id)
+        if task is None or is_terminal(task.status) or end is None:
+            return  # cancelled by cancel_flow meanwhile: the task already has its end
+        change = apply_run_ended(task, end, result.reply if end == "ok" else result.error, now, _retention(ctx))
+        tx.update_task(change.task)
+        _notify(ctx, tx, change.notifications, task.owner_key, now)
+        flow = tx.admin_get_flow(task.parent_flow_id) if task.parent_flow_id else None
+        if flow is not None:
+            settled = settle(flow, tx.list_tasks(flow.flow_id), change.task, now)
+            if settled is not None:
+                tx.update_flow_if_revision(settled, flow.revision)
+
+    await ctx.store.flow_write(commit)
+
+
 async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult) -> None:
     """Status, transcript, delivery and the main-session summary (model.md §5.4 step 5, §5.5, §5.6)."""
     inputs = run.inputs
@@ -142,7 +213,8 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
         has_target, delivered = outcome.has_target, outcome.delivered
     name = run.name
     summary = hook_summary_event(name=name, status=result.status, reply=result.reply, error=result.error,
-                                 deliver=deliver, delivered=delivered, has_target=has_target)
+                                 deliver=deliver, delivered=delivered, has_target=has_target,
+                                 ack_max_chars=agent_of(settings, run.agent_id).heartbeat.ack_max_chars)
     target_agent = run.agent_id if inputs.get("targetAgentGiven") else settings.agents.default_agent_id
     wake = None
     if summary is not None and inputs.get("wakeMode", "now") == "now":

@@ -20,6 +20,7 @@ from hookgate.agents.base import AgentRuntime, build_runtime
 from hookgate.clock import Clock
 from hookgate.config.settings import AgentSettings, Settings
 from hookgate.errors import HookgateError
+from hookgate.flows.model import CANCELLED_BY_OPERATOR
 from hookgate.obs.logging import INSTANCE_ID, get_logger
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.heartbeat import run_heartbeat
@@ -46,6 +47,7 @@ class Worker:
         self._heartbeats: dict[str, asyncio.Task[Any]] = {}
         self._wake = asyncio.Event()
         self._stopping = False
+        self._aborted: set[str] = set()
         self._loop_task: asyncio.Task[Any] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------
@@ -68,6 +70,13 @@ class Worker:
             self._wake.set()
         else:
             asyncio.get_running_loop().call_later(delay, self._wake.set)
+
+    def abort(self, run_id: str) -> None:
+        """``cancel_flow`` cancelled the task this run executes: stop the runtime call."""
+        task = self._running.get(run_id)
+        if task is not None:
+            self._aborted.add(run_id)
+            task.cancel()
 
     async def drain(self, timeout: float) -> None:
         """Stop claiming; give running jobs ``timeout`` seconds, then abort and release them."""
@@ -169,9 +178,15 @@ class Worker:
         try:
             await self._with_lease(renew, execute_run(self.context(), run_id))
         except asyncio.CancelledError:
+            now = self.clock.now_ms()
+            if run_id in self._aborted:
+                self._aborted.discard(run_id)
+                await self.store.flow_write(
+                    lambda tx: tx.finish_run(run_id, "cancelled", None, CANCELLED_BY_OPERATOR, now))
+                self.metrics.runs.labels("task", "cancelled").inc()
+                return
             # Orderly shutdown: the attempt is given back (it runs again after the restart).
-            await self.store.flow_write(
-                lambda tx: tx.release_run(run_id, self.instance, self.clock.now_ms()))
+            await self.store.flow_write(lambda tx: tx.release_run(run_id, self.instance, now))
             raise
 
     async def _heartbeat(self, agent_id: str) -> None:

@@ -7,6 +7,7 @@ writes what the decision says, queues the task notifications, and — for mutati
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +18,10 @@ from hookgate.clock import Clock, new_id
 from hookgate.config.settings import RouteSettings, Settings
 from hookgate.flows import decisions, results
 from hookgate.flows.notifications import Notification, notification_session
+from hookgate.flows.model import Task
 from hookgate.flows.ports import FlowTx, StoredResponse
 from hookgate.flows.rules import LINEAGE_MAX_STEPS, Retention, TaskChange, child_session_verdict
-from hookgate.store.base import Store
+from hookgate.store.base import NewRun, Store
 from hookgate.webhooks import schema as s
 
 _encode = msgspec.json.Encoder().encode
@@ -43,6 +45,10 @@ class FlowService:
         self.store = store
         self.clock = clock
         self.settings = settings
+        # The embedded worker plugs in here: new task runs wake it, cancelled ones are aborted.
+        self.on_enqueue: Callable[[], None] = lambda: None
+        self.on_abort: Callable[[str], None] = lambda run_id: None
+        self._effects: list[tuple[str, str]] = []
 
     async def execute(self, route: RouteSettings, action: s.Action, name: str, *, idempotency_key: str | None,
                       body_sha256: str) -> ActionResult:
@@ -53,7 +59,12 @@ class FlowService:
             return _result(route, outcome)
         ttl_ms = int(self.settings().webhooks.idempotency_ttl_hours * HOUR_MS)
 
+        effects: list[tuple[str, str]] = []
+
         def run(tx: FlowTx) -> ActionResult:
+            # Transactions run one at a time, synchronously: the side list belongs to this one.
+            effects.clear()
+            self._effects = effects
             if idempotency_key is not None:
                 stored = tx.get_webhook_response(route.id, idempotency_key, now)
                 if stored is not None:
@@ -67,7 +78,13 @@ class FlowService:
                                         StoredResponse(body_sha256, answer.status, answer.body), now, now + ttl_ms)
             return answer
 
-        return await self.store.flow_write(run)
+        answer = await self.store.flow_write(run)
+        for kind, run_id in effects:  # after the commit: the worker sees committed rows only
+            if kind == "enqueue":
+                self.on_enqueue()
+            else:
+                self.on_abort(run_id)
+        return answer
 
     async def sweep(self, now: int) -> tuple[int, int]:
         """Retention (model.md §2.5): expired terminal tasks, then old terminal flows left without tasks."""
@@ -120,6 +137,8 @@ class FlowService:
         decision = decisions.decide_cancel(flow, tasks, now, self._retention())
         for change in decision.tasks:
             self._write_task(tx, change, owner, now)
+            if change.task.run_ref:
+                self._effects.append(("abort", change.task.run_ref))
         if decision.flow is not None and flow is not None:
             tx.update_flow_if_revision(decision.flow, flow.revision)
         return decision.outcome
@@ -140,11 +159,30 @@ class FlowService:
             tx.record_child_session(child, owner, agent, now)
         if decision.task is not None:
             if decision.created:
-                tx.insert_task(decision.task.task)
+                task = decision.task.task
+                if decision.enqueue_run:
+                    task = self._enqueue_task_run(tx, route, task, now)
+                tx.insert_task(task)
                 self._notify(tx, decision.task.notifications, owner, now)
             else:
                 tx.update_task(decision.task.task)
         return decision.outcome
+
+    def _enqueue_task_run(self, tx: FlowTx, route: RouteSettings, task: Task, now: int) -> Task:
+        """webhooks.md §5.4: a ``task`` run in the same transaction; the task points at it."""
+        agents = self.settings().agents
+        agent = task.agent_id if task.agent_id in agents.known_ids else (route.agent_id or agents.default_agent_id)
+        session = task.child_session_key or f"agent:{agent}:subagent:{task.task_id}"
+        known, _ = tx.session_parent(session)
+        if not known:
+            tx.record_child_session(session, route.session_key, agent, now)
+        run = NewRun(run_id=new_id(), kind="task", agent_id=agent, session_key=session, name=task.label or "Task",
+                     inputs={"taskId": task.task_id, "flowId": task.parent_flow_id, "wrap": True,
+                             "externalContentSource": "webhook", "deliver": False, "wakeMode": "now"},
+                     created_at=now)
+        tx.enqueue_run(run)
+        self._effects.append(("enqueue", run.run_id))
+        return dataclasses.replace(task, run_ref=run.run_id)
 
     def _update_task(self, tx: FlowTx, owner: str, action: s.UpdateTask, now: int) -> results.Outcome:
         task = tx.get_task(action.task_id)

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from gateway import RunningGateway
-from routeharness import dumps, exact, serving, webhooks_config
+from gateway import RunningGateway, raw_request
+from routeharness import dumps, exact, serving, split_response, webhooks_config
 
 UNAUTHORIZED = '{"ok":false,"code":"unauthorized","error":"unauthorized"}'
 SW_KEY = b"standard-webhooks-key-bytes-0123"
@@ -31,6 +31,7 @@ def auth_config() -> dict[str, Any]:
         "bearer-default": route("/a/bearer-default", {"secret": "tok"}),
         "rotate": route("/a/rotate", {"mode": "bearer", "secrets": ["old-token", "new-token"]}),
         "header": route("/a/header", {"mode": "header", "header": "X-Api-Key", "prefix": "key=", "secret": "abc"}),
+        "header-utf": route("/a/header-utf", {"mode": "header", "header": "X-Key", "prefix": "clé:", "secret": "naïve"}),
         "header-plain": route("/a/header-plain", {"mode": "header", "header": " X-Token ", "secret": "abc"}),
         "hmac": route("/a/hmac", {"mode": "hmac-sha256", "header": "X-Signature", "prefix": "sha256=",
                                   "secret": "hmac-key"}),
@@ -115,6 +116,23 @@ def test_header_without_prefix(c: httpx.Client) -> None:
     ok(post(c, "/a/header-plain", {"X-Token": "abc"}), "header-plain")
     for headers in ({"X-Token": "abcd"}, {"X-Token": ""}, {"Authorization": "Bearer abc"}):
         exact(post(c, "/a/header-plain", headers), 401, UNAUTHORIZED)
+
+
+def test_header_values_are_read_as_utf8(gw: RunningGateway) -> None:
+    for value, status in (("clé:naïve", 200), ("clé: naïve ", 200), ("cle:naïve", 401), ("clé:naive", 401)):
+        raw = (b"POST /a/header-utf HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Key: "
+               + value.encode() + b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(CREATE) + CREATE)
+        assert split_response(raw_request(gw.port, raw)[0])[0] == status, value
+
+
+def test_standard_webhooks_signs_the_raw_webhook_id_bytes(gw: RunningGateway) -> None:
+    msg_id = "msg_ünïcode"
+    headers = sw_headers(CREATE, msg_id)
+    lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    raw = (f"POST /a/sw HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{lines}"
+           f"Content-Length: {len(CREATE)}\r\nConnection: close\r\n\r\n").encode() + CREATE
+    status, _, body = split_response(raw_request(gw.port, raw)[0])
+    assert status == 200, body
 
 
 # --- hmac-sha256 ----------------------------------------------------------------------------------

@@ -135,6 +135,14 @@ def test_key_headers_trimming_and_length(gw: RunningGateway) -> None:
     data, _ = raw_request(gw.port, raw_post("/plugins/webhooks/i4", body_bytes, headers={"Idempotency-Key": "  primary  "}))
     status, headers, content = split_response(data)
     assert status == 200 and headers["idempotent-replayed"] == "true" and content == second.content
+    # the length counts characters, not bytes
+    answers = []
+    for value in ("é" * 256, "é" * 256, "é" * 257):
+        raw = raw_post("/plugins/webhooks/i4", body_bytes).replace(b"Connection: close", b"Idempotency-Key: "
+                                                                    + value.encode() + b"\r\nConnection: close")
+        answers.append(split_response(raw_request(gw.port, raw)[0]))
+    assert [a[0] for a in answers] == [200, 200, 400]
+    assert answers[1][1]["idempotent-replayed"] == "true" and answers[1][2] == answers[0][2]
     for blank in ("", "   "):
         data, _ = raw_request(gw.port, raw_post("/plugins/webhooks/i4", body_bytes, headers={"Idempotency-Key": blank}))
         status, _, content = split_response(data)

@@ -58,6 +58,7 @@ def pipeline_config() -> dict[str, Any]:
                           limits={"maxBodyBytes": 64, "bodyTimeoutSeconds": 1}),
         "inf": ci_route(path="/plugins/webhooks/inf", limits={"maxInFlight": 2, "maxBodyBytes": 64}),
         "off": ci_route(path="/plugins/webhooks/off", enabled=False),
+        "utf": ci_route(path="/plugins/webhooks/utf", secret="pässwörd €"),
         " dflt ": {"sessionKey": "agent:ops:main", "secret": SECRET},  # id trimmed, default path and controller
     }
     return webhooks_config(routes, limits={"rateLimit": {"windowSeconds": 60, "maxRequests": 1000}},
@@ -339,6 +340,17 @@ def test_empty_bearer_falls_back_to_the_secret_header(gw: RunningGateway) -> Non
                                           f"Authorization: Bearer \r\nx-hookgate-webhook-secret: {SECRET}".encode())
     status, _, data = split_response(raw_request(gw.port, raw)[0])
     assert status == 200, data
+
+
+def test_non_ascii_secret_is_compared_as_utf8_bytes(gw: RunningGateway) -> None:
+    body = dumps(CREATE).encode()
+    for presented, status in (("pässwörd €".encode(), 200), ("pässwörd €".encode("latin-1", "replace"), 401),
+                              ("pässwörd".encode(), 401), ("PÄSSWÖRD €".encode(), 401)):
+        for name in (b"Authorization: Bearer ", b"x-hookgate-webhook-secret: "):
+            raw = raw_post("/plugins/webhooks/utf", body).replace(f"Authorization: Bearer {SECRET}".encode(),
+                                                                   name + presented)
+            got, _, data = split_response(raw_request(gw.port, raw)[0])
+            assert got == status, (presented, name, data)
 
 
 def test_auth_comes_before_the_body(gw: RunningGateway) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -106,7 +107,7 @@ def test_local_without_iana_name_uses_host_offset(monkeypatch: pytest.MonkeyPatc
 
 def test_local_reads_etc_localtime(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TZ", raising=False)
-    monkeypatch.setattr(prompts.os, "readlink", lambda path: "/usr/share/zoneinfo/posix/Asia/Kolkata")
+    monkeypatch.setattr(os, "readlink", lambda path: "/usr/share/zoneinfo/posix/Asia/Kolkata")
     assert prompts.host_zone_name() == "Asia/Kolkata"
 
 

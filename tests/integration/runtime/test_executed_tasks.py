@@ -1,0 +1,95 @@
+"""webhooks.md §5.4: a route with `execute: true` runs its `subagent` tasks on the route's agent."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gateway import GatewayFactory, RunningGateway, hooks_config
+
+HEADERS = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+
+
+def config() -> dict[str, Any]:
+    cfg = hooks_config()
+    cfg["agents"] = {"list": [{"id": "main", "default": True}, {"id": "ops"}]}
+    cfg["plugins"] = {"entries": {"webhooks": {"config": {"routes": {"ci": {
+        "sessionKey": "agent:ops:main", "secret": "s3cret", "execute": True}}}}}}
+    return cfg
+
+
+def act(gw: RunningGateway, expect: tuple[int, ...] = (200, 202), **body: Any) -> dict[str, Any]:
+    with gw.client() as c:
+        r = c.post("/plugins/webhooks/ci", json=body, headers=HEADERS)
+    assert r.status_code in expect, r.text
+    return dict(r.json())
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def task_of(gw: RunningGateway, task_id: str) -> dict[str, Any]:
+    return dict(act(gw, action="get_task", taskId=task_id)["result"]["task"])
+
+
+def test_subagent_task_runs_and_notifies(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config())
+    flow = act(gw, action="create_flow", goal="g")["result"]["flow"]
+    created = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent", label="lint",
+                  task="Lint the repository", notifyPolicy="state_changes")["result"]["task"]
+    done = wait_for(lambda: (t := task_of(gw, created["taskId"]))["status"] == "succeeded" and t)
+    assert done["terminalSummary"].startswith("echo: ") and "Lint the repository" in done["terminalSummary"]
+    assert done["terminalOutcome"] == "succeeded" and done["startedAt"] <= done["endedAt"]
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        run = conn.execute("SELECT kind, agent_id, session_key, status FROM runs WHERE kind = 'task'").fetchone()
+        texts = [r[0] for r in conn.execute(
+            "SELECT text FROM system_events WHERE session_key = 'agent:ops:main' ORDER BY seq")]
+        prompt = conn.execute("SELECT text FROM transcript_messages WHERE role = 'user'").fetchone()[0]
+    assert run == ("task", "ops", f"agent:ops:subagent:{created['taskId']}", "ok")
+    assert texts[0] == "Background task accepted: lint."
+    assert texts[1] == "Background task started: lint."
+    assert texts[2].startswith("Background task done: lint. echo: ")
+    assert prompt.startswith(f"Task: lint | Job ID: {created['taskId']} | Received: ")
+    assert "Return your response as plain text" not in prompt
+    # a task created running, or with runtime acp, stays record-only
+    acp = act(gw, action="run_task", flowId=flow["flowId"], runtime="acp", task="external")["result"]["task"]
+    time.sleep(0.5)
+    assert task_of(gw, acp["taskId"])["status"] == "queued"
+    upd = act(gw, (409,), action="update_task", taskId=created["taskId"], status="failed", error="x")
+    assert upd["code"] == "not_external"
+
+
+def test_failed_task_and_cancel_flow_cancels_running_children(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config())
+    flow = act(gw, action="create_flow", goal="g")["result"]["flow"]
+    failing = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent",
+                  task="[[echo:fail]]")["result"]["task"]
+    failed = wait_for(lambda: (t := task_of(gw, failing["taskId"]))["status"] == "failed" and t)
+    assert failed["error"] == "echo runtime: requested failure"
+    slow = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent",
+               task="[[echo:sleep=30]] slow")["result"]["task"]
+    wait_for(lambda: task_of(gw, slow["taskId"])["status"] == "running")
+    external = act(gw, (409,), action="update_task", taskId=slow["taskId"], status="succeeded")
+    assert external["code"] == "not_external"
+    started = time.monotonic()
+    cancelled = act(gw, action="cancel_flow", flowId=flow["flowId"])
+    assert cancelled["ok"] is True and cancelled["result"]["cancelled"] is True  # 200, not 202
+    assert cancelled["result"]["flow"]["status"] == "cancelled"
+    task = [t for t in cancelled["result"]["tasks"] if t["taskId"] == slow["taskId"]][0]
+    assert task["status"] == "cancelled" and task["error"] == "Cancelled by operator."
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        def run_status() -> str:
+            row = conn.execute("SELECT status FROM runs WHERE kind = 'task' AND inputs LIKE ?",
+                               (f'%{slow["taskId"]}%',)).fetchone()
+            return str(row[0])
+        wait_for(lambda: run_status() == "cancelled", timeout=5)
+    assert time.monotonic() - started < 5  # the 30 s runtime call was aborted
