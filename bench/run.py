@@ -178,7 +178,7 @@ class Gateway:
     def rss(self, field: str = "VmRSS") -> float:
         return rss_mib(self.proc.pid, field)
 
-    def __enter__(self) -> Gateway:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

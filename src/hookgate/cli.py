@@ -231,10 +231,13 @@ def _content_digest(text: str | None) -> dict[str, Any] | None:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()[:16]}
 
 
-def run_view(run: Any, content: bool) -> dict[str, Any]:
+def run_view(run: Any, content: bool, transcript: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     """A run record for `runs show`: message, prompt and reply digested unless ``content``."""
     raw = _record(run)
     view = {_camel(k): v for k, v in raw.items()}
+    if transcript is not None:
+        view["prompt"] = next((text for role, text in transcript if role == "user"), None)
+        view["durationMs"] = (run.ended_at - run.started_at) if run.started_at and run.ended_at else None
     inputs = dict(view.get("inputs") or {})
     for holder, key in ((inputs, "message"), (view, "prompt"), (view, "reply")):
         if key in holder and holder[key] is not None and not content:
@@ -253,7 +256,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
             if run is None:
                 print(f"run {args.run_id} not found", file=sys.stderr)
                 return EXIT_FAILED
-            print(json.dumps(run_view(run, args.content), indent=2, ensure_ascii=False))
+            transcript = await store.flow_read(lambda tx: tx.run_transcript(args.run_id))
+            print(json.dumps(run_view(run, args.content, transcript), indent=2, ensure_ascii=False))
             return EXIT_OK
         since = None if args.since is None else int(time.time() * 1000) - args.since * 1000
         runs = await store.list_runs(agent_id=args.agent, kind=args.kind, statuses=tuple(args.status),

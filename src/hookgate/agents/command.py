@@ -75,8 +75,23 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
+async def _discard(stream: asyncio.StreamReader | None) -> None:
+    if stream is None:
+        return
+    with contextlib.suppress(Exception):
+        while await stream.read(_READ_CHUNK):
+            pass
+
+
 async def stop_process(proc: asyncio.subprocess.Process, grace: float = COMMAND_KILL_GRACE_SECONDS) -> None:
-    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, and reap the process."""
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, and reap the process.
+
+    Unread stdout is drained meanwhile: asyncio reaps a process only once its pipes are closed, and
+    a full, paused pipe would never see its end.
+    """
+    if proc.stdin is not None:
+        proc.stdin.close()
+    drain = asyncio.create_task(_discard(proc.stdout))
     try:
         if proc.returncode is None:
             _signal_group(proc, signal.SIGTERM)
@@ -84,9 +99,13 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float = COMMAND_
                 await asyncio.wait_for(asyncio.shield(proc.wait()), grace)
     finally:
         # Also when cancelled again while waiting. Stragglers (the leader gone, a child still
-        # holding stdout) go too, so the pipes close and the process can be reaped.
+        # holding stdout) go too, so the pipes close.
         _signal_group(proc, signal.SIGKILL)
-        await proc.wait()
+        try:
+            await proc.wait()
+            await drain
+        finally:
+            drain.cancel()
 
 
 async def _feed(stdin: asyncio.StreamWriter | None, data: bytes) -> None:

@@ -48,6 +48,9 @@ class RuntimeTx(FlowTx, Protocol):
 
     def queued_runs(self) -> int: ...
 
+    def run_transcript(self, run_id: str) -> list[tuple[str, str]]:
+        """(role, text) of the messages a run appended: its prompt and reply."""
+
     def insert_finished_run(self, run: NewRun, session_id: str, status: str, reply: str | None,
                             error: str | None, now_ms: int) -> None:
         """Record a run that already ended (heartbeat turns)."""

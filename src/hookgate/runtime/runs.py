@@ -12,12 +12,12 @@ from hookgate.agents.base import AgentRuntime, AgentRuntimeError, RuntimeRequest
 from hookgate.agents.models import ModelRejected, choose_model, complete_with_fallbacks, normalize_thinking
 from hookgate.clock import Clock
 from hookgate.config.settings import AgentSettings, Settings
-from hookgate.obs.metrics import Metrics
-from hookgate.runtime.delivery import deliver_reply
-from hookgate.runtime.ports import RuntimeTx
 from hookgate.flows.model import CANCELLED_BY_OPERATOR, Task, is_terminal
 from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.rules import Retention, RunEnd, apply_run_ended, apply_run_started, settle
+from hookgate.obs.metrics import Metrics
+from hookgate.runtime.delivery import deliver_reply
+from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.prompts import hook_prompt, task_prompt
 from hookgate.runtime.replies import hook_summary_event, is_silent
 from hookgate.runtime.wrapper import suspicious_patterns

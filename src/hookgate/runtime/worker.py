@@ -137,7 +137,7 @@ class Worker:
             await job
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - a job bug must not kill the worker; its lease expires
+        except Exception:
             self.log.exception("worker.job_failed", job="heartbeat" if heartbeat else "run", key=key)
         finally:
             (self._heartbeats if heartbeat else self._running).pop(key, None)

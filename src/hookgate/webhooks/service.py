@@ -17,8 +17,8 @@ import msgspec
 from hookgate.clock import Clock, new_id
 from hookgate.config.settings import RouteSettings, Settings
 from hookgate.flows import decisions, results
-from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.model import Task
+from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.ports import FlowTx, StoredResponse
 from hookgate.flows.rules import LINEAGE_MAX_STEPS, Retention, TaskChange, child_session_verdict
 from hookgate.store.base import NewRun, Store

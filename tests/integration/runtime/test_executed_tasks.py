@@ -84,7 +84,7 @@ def test_failed_task_and_cancel_flow_cancels_running_children(gateway_factory: G
     cancelled = act(gw, action="cancel_flow", flowId=flow["flowId"])
     assert cancelled["ok"] is True and cancelled["result"]["cancelled"] is True  # 200, not 202
     assert cancelled["result"]["flow"]["status"] == "cancelled"
-    task = [t for t in cancelled["result"]["tasks"] if t["taskId"] == slow["taskId"]][0]
+    task = next(t for t in cancelled["result"]["tasks"] if t["taskId"] == slow["taskId"])
     assert task["status"] == "cancelled" and task["error"] == "Cancelled by operator."
     with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
         def run_status() -> str:

@@ -67,6 +67,13 @@ def test_hook_run_summary_then_heartbeat_consumes_it(gateway_factory: GatewayFac
     assert [t[0] for t in transcript] == ["user", "assistant"]
     assert "<<<EXTERNAL_UNTRUSTED_CONTENT id=" in transcript[0][1]  # the prompt was wrapped
     assert transcript[0][1].endswith("Return your response as plain text; it will be delivered automatically.")
+    shown = json.loads(gw.cli("runs", "show", run_id).stdout)
+    assert shown["status"] == "ok" and shown["attempt"] == 1 and shown["durationMs"] >= 0
+    assert set(shown["prompt"]) == {"bytes", "sha256"} and set(shown["reply"]) == {"bytes", "sha256"}
+    full = json.loads(gw.cli("runs", "show", run_id, "--content").stdout)
+    assert full["prompt"] == transcript[0][1] and full["reply"] == "echo: Deploy 42 finished"
+    listed = gw.cli("runs", "list", "--kind", "hook").stdout.splitlines()
+    assert run_id in listed[1] and " ok " in listed[1]
     # no last route and no whatsapp: no target → the summary goes to the main session, wakeMode now wakes
     summary = wait_for(lambda: [e for e in events(gw) if e["text"].startswith("Hook Deploy")])
     assert summary[0]["text"] == "Hook Deploy: echo: Deploy 42 finished"
@@ -158,3 +165,21 @@ def test_wake_now_triggers_a_heartbeat_and_coalesces(gateway_factory: GatewayFac
         beats = conn.execute("SELECT reply FROM runs WHERE kind = 'heartbeat'").fetchall()
     assert len(beats) == 1  # three wakes within 250 ms: one turn
     assert "one" in beats[0][0] and "three" in beats[0][0]
+
+
+def test_scheduled_heartbeats_ack_and_skip(gateway_factory: GatewayFactory) -> None:
+    cfg = config(agents={"list": [{"id": "main", "default": True, "heartbeat": {"every": "1s", "prompt": "Anything?"}},
+                                  {"id": "hooks", "heartbeat": {"every": "1s"}}]})
+    gw = gateway_factory(cfg)
+    time.sleep(3.5)
+    with db(gw) as conn:
+        beats = conn.execute("SELECT agent_id, reply FROM runs WHERE kind = 'heartbeat'").fetchall()
+    # main has a prompt: a turn about every second, acked by the echo runtime (no events → HEARTBEAT_OK)
+    assert len([b for b in beats if b[0] == "main"]) >= 2
+    assert all(b[1] == "HEARTBEAT_OK" for b in beats)
+    # hooks has neither events nor a prompt: its turns are skipped without a model call or a run record
+    assert not [b for b in beats if b[0] == "hooks"]
+    with gw.client() as c:
+        metrics = c.get("/metrics").text
+    assert 'hookgate_heartbeats_total{outcome="ack"}' in metrics
+    assert 'hookgate_heartbeats_total{outcome="skipped"}' in metrics

@@ -95,6 +95,9 @@ def test_unresolvable_route_secret_skips_the_route_until_reload(gateway_factory:
         "ci": ci_route(),
         "envroute": ci_route(path="/plugins/webhooks/env", secret={"source": "env", "id": "HG_TEST_UNSET_ROUTE_SECRET"}),
         "late": ci_route(path="/plugins/webhooks/late", secret={"source": "file", "provider": "vault", "id": "/routes/late"}),
+        # with auth.secrets one resolved secret is enough; the others are warned about
+        "multi": {"path": "/plugins/webhooks/multi", "sessionKey": "agent:ops:main",
+                  "auth": {"secrets": [{"source": "env", "id": "HG_TEST_UNSET_ROUTE_SECRET"}, "multi-secret"]}},
     }
     cfg = webhooks_config(routes, secrets={"providers": {"vault": {"source": "file", "path": str(secrets)}}})
     gw = gateway_factory(cfg)
@@ -102,11 +105,20 @@ def test_unresolvable_route_secret_skips_the_route_until_reload(gateway_factory:
         gw.stdout_lines)
     assert f'route late: skipped (File provider "vault" cannot use {secrets}: pointer not found.)' in gw.stdout_lines
     assert f"route ci: POST {gw.url}/plugins/webhooks/ci" in gw.stdout_lines
+    assert f"route multi: POST {gw.url}/plugins/webhooks/multi" in gw.stdout_lines
+    warning = ('plugins.entries.webhooks.config.routes.multi.auth.secrets[0]: Environment variable '
+               '"HG_TEST_UNSET_ROUTE_SECRET" is missing or empty.')
+    deadline = time.monotonic() + 3  # log lines are flushed every 100 ms
+    while warning not in [e.get("message") for e in gw.log_events()] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert warning in [e.get("message") for e in gw.log_events() if e.get("event") == "config.warning"]
     with gw.client() as c:
         for path in ("/plugins/webhooks/env", "/plugins/webhooks/late"):
             exact(c.post(path, json={"action": "list_flows"}, headers={"Authorization": "Bearer s3cret"}), 404, NOT_FOUND)
             exact(c.get(path), 404, NOT_FOUND)  # no route: not even a 405
         assert Api(c).call("list_flows").status_code == 200
+        assert Api(c, "/plugins/webhooks/multi", {"Authorization": "Bearer multi-secret"}).call(
+            "list_flows").status_code == 200
 
         write_secrets(secrets, {"routes": {"late": "  late-secret\n"}})
         gw.signal(signal.SIGHUP)

@@ -21,9 +21,9 @@ import msgspec
 
 from hookgate.clock import Clock, SystemClock, new_id
 from hookgate.errors import StoreUnavailable
-from hookgate.runtime.ports import RuntimeTx
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.events import MAX_PENDING_EVENTS
+from hookgate.runtime.ports import RuntimeTx
 from hookgate.store.base import (
     EnqueueResult,
     EventRecord,

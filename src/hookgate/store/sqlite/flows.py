@@ -268,6 +268,9 @@ class SqliteFlowTx:
         self._conn.execute(Q["insert_run"], (run.run_id, run.kind, run.agent_id, run.session_key, session_id,
                                              run.name, _encode(run.inputs).decode(), run.created_at))
 
+    def run_transcript(self, run_id: str) -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in self._conn.execute(FQ["run_transcript"], (run_id,))]
+
     def queued_runs(self) -> int:
         return int(self._conn.execute(FQ["queued_run_count"]).fetchone()[0])
 

@@ -134,3 +134,6 @@ UPDATE sessions SET last_channel = ?2, last_to = ?3, updated_at = ?4 WHERE key =
 
 -- name: last_route
 SELECT last_channel, last_to FROM sessions WHERE key = ?
+
+-- name: run_transcript
+SELECT role, text FROM transcript_messages WHERE run_id = ? ORDER BY id
