@@ -336,7 +336,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--durability", default="full", choices=["full", "normal"])
-    ap.add_argument("--only", choices=["hooks", "webhooks"], help="run one suite")
+    ap.add_argument("--only", choices=["hooks", "webhooks", "runs"], help="run one suite")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
@@ -350,6 +350,10 @@ def main() -> int:
         hooks_suite(args, work, results, notes)
     if args.only in (None, "webhooks"):
         webhooks_suite(args, work, results, notes)
+    if args.only in (None, "runs"):
+        from runs import runs_suite
+
+        notes.extend(runs_suite(work, args.durability))
 
     print(f"\nhookgate bench — wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
           f"durability {args.durability}, {os.cpu_count()} cores\n")

@@ -3,8 +3,8 @@
 - HTTP status >= 400 → ``<kind>: HTTP <status>: <message>``, the message taken from the JSON body's
   ``error.message`` (else the body text, else the reason phrase), whitespace collapsed, at most 200
   characters; retryable for 429 and 5xx.
-- A request timeout → ``<kind>: request timed out after <n>s``; any other transport failure →
-  ``<kind>: <error>``; both retryable.
+- A request taking longer than ``requestTimeoutSeconds`` in all → ``<kind>: request timed out after
+  <n>s``; any other transport failure → ``<kind>: <error>``; both retryable.
 - A 2xx body that is not JSON → ``<kind>: invalid response: …`` (not retryable).
 
 Cancelling the call (the run timeout) aborts the request: httpx closes the connection.
@@ -12,6 +12,7 @@ Cancelling the call (the run timeout) aborts the request: httpx closes the conne
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -78,12 +79,12 @@ async def post_json(
     sent = httpx.Headers({"content-type": "application/json", "accept": "application/json"})
     sent.update(headers)
     try:
-        response = await client.post(
-            url,
-            content=msgspec.json.encode(body),
-            headers=sent,
-            timeout=httpx.Timeout(timeout),
-        )
+        async with asyncio.timeout(timeout):  # the whole request; httpx's timeout is per phase
+            response = await client.post(
+                url, content=msgspec.json.encode(body), headers=sent, timeout=httpx.Timeout(timeout)
+            )
+    except TimeoutError:
+        raise AgentRuntimeError(f"{kind}: request timed out after {timeout:g}s", retryable=True) from None
     except httpx.InvalidURL as exc:
         raise AgentRuntimeError(f"{kind}: invalid URL: {exc}") from None
     except httpx.HTTPError as exc:

@@ -208,7 +208,8 @@ def check_override(
     if ref not in always_allowed and not is_allowlisted(ref, models):
         keys = ", ".join(sorted(models))
         raise ModelRejected(
-            f"model '{raw}' rejected by agents.defaults.models allowlist: {ref[0]}/{ref[1]} is not in [{keys}]"
+            f"model '{raw}' rejected by agents.defaults.models allowlist: "
+            f"{ref[0]}/{ref[1]} is not in [{keys}]"
         )
     if ref[0] != runtime_provider.lower():
         raise _not_served(raw, ref[0], agent_id)
@@ -249,7 +250,11 @@ def choose_model(
     elif gmail_default is not None and gmail_default.strip():
         try:
             chosen = check_override(
-                gmail_default, agent_id=agent.id, runtime_provider=provider, models=models, always_allowed=always
+                gmail_default,
+                agent_id=agent.id,
+                runtime_provider=provider,
+                models=models,
+                always_allowed=always,
             )
         except ModelRejected:
             chosen = None

@@ -101,11 +101,11 @@ class Worker:
 
     async def _loop(self) -> None:
         while not self._stopping:
+            self._wake.clear()  # before the tick: a poke during the tick means "look again"
             try:
                 await self._tick()
             except HookgateError as exc:
                 self.log.warning("store.error", operation="worker.tick", error=exc.message)
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
 
@@ -114,15 +114,14 @@ class Worker:
         now = self.clock.now_ms()
         lease_ms = int(settings.storage.lease_seconds * 1000)
         free = settings.agents.max_concurrent_runs - len(self._running)
-        if free > 0:
-            claimed: list[str] = await self.store.flow_write(
-                lambda tx: tx.claim_runs(self.instance, now, now + lease_ms, free)
-            )
-            for run_id in claimed:
-                self._running[run_id] = asyncio.create_task(self._guard(run_id, self._run(run_id)))
-        agents: list[str] = await self.store.flow_write(
-            lambda tx: tx.claim_heartbeats(self.instance, now, now + lease_ms)
-        )
+
+        def claim(tx: RuntimeTx) -> tuple[list[str], list[str]]:
+            runs = tx.claim_runs(self.instance, now, now + lease_ms, free) if free > 0 else []
+            return runs, tx.claim_heartbeats(self.instance, now, now + lease_ms)
+
+        claimed, agents = await self.store.flow_write(claim)
+        for run_id in claimed:
+            self._running[run_id] = asyncio.create_task(self._guard(run_id, self._run(run_id)))
         for agent_id in agents:
             if agent_id in self._heartbeats:
                 continue

@@ -34,7 +34,9 @@ def openai_reply(model: str, content: Any) -> dict[str, Any]:
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
 
@@ -86,8 +88,12 @@ class ModelApi:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
-                rec = Recorded("POST", self.path, {k.lower(): v for k, v in self.headers.items()},
-                               json.loads(raw) if raw else None)
+                rec = Recorded(
+                    "POST",
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    json.loads(raw) if raw else None,
+                )
                 api.requests.append(rec)
                 status, payload = api.respond(rec)
                 if status == 0:  # "slow": wait for the client to go away (or the test to end)

@@ -17,9 +17,16 @@ from hookgate.config.settings import AgentSettings, SecretSource
 
 def request(**changes: Any) -> RuntimeRequest:
     fields: dict[str, Any] = {
-        "agent_id": "main", "run_kind": "heartbeat", "session_key": "agent:main:main", "run_id": "run-2",
-        "model": "claude-sonnet-4-5", "thinking": "off", "system_prompt": None, "history": (),
-        "prompt": "Review the system events above", "subject": "",
+        "agent_id": "main",
+        "run_kind": "heartbeat",
+        "session_key": "agent:main:main",
+        "run_id": "run-2",
+        "model": "claude-sonnet-4-5",
+        "thinking": "off",
+        "system_prompt": None,
+        "history": (),
+        "prompt": "Review the system events above",
+        "subject": "",
     }
     fields.update(changes)
     return RuntimeRequest(**fields)
@@ -27,14 +34,22 @@ def request(**changes: Any) -> RuntimeRequest:
 
 def agent(base_url: str, **runtime: Any) -> AgentSettings:
     return AgentSettings(
-        id="main", runtime={"kind": "anthropic", "baseUrl": base_url, **runtime},
+        id="main",
+        runtime={"kind": "anthropic", "baseUrl": base_url, **runtime},
         runtime_secrets={"apiKey": SecretSource("agents.defaults.runtime.apiKey", "string", "sk-ant-test")},
     )
 
 
 def message(*blocks: dict[str, Any]) -> dict[str, Any]:
-    return {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": list(blocks),
-            "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": list(blocks),
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
 
 
 @pytest.fixture
@@ -45,10 +60,13 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 async def test_request_shape_and_reply(model_api: Any, http: httpx.AsyncClient) -> None:
     rt = build_runtime(agent(model_api.url, maxTokens=1000), http=http)
-    reply = await rt.complete(request(
-        system_prompt="You are the ops agent.", history=(("user", "earlier"), ("assistant", "noted")),
-        params={"temperature": 1, "top_k": 5},
-    ))
+    reply = await rt.complete(
+        request(
+            system_prompt="You are the ops agent.",
+            history=(("user", "earlier"), ("assistant", "noted")),
+            params={"temperature": 1, "top_k": 5},
+        )
+    )
     assert reply == "hello from claude-sonnet-4-5"
     [rec] = model_api.requests
     assert (rec.method, rec.path) == ("POST", "/v1/messages")
@@ -71,10 +89,21 @@ async def test_request_shape_and_reply(model_api: Any, http: httpx.AsyncClient) 
 
 @pytest.mark.parametrize(
     ("level", "budget"),
-    [("off", None), (None, None), ("adaptive", None), ("minimal", 1024), ("low", 2048), ("medium", 8192),
-     ("high", 16384), ("xhigh", 32768), ("max", 32768)],
+    [
+        ("off", None),
+        (None, None),
+        ("adaptive", None),
+        ("minimal", 1024),
+        ("low", 2048),
+        ("medium", 8192),
+        ("high", 16384),
+        ("xhigh", 32768),
+        ("max", 32768),
+    ],
 )
-async def test_thinking_budget(model_api: Any, http: httpx.AsyncClient, level: str | None, budget: int | None) -> None:
+async def test_thinking_budget(
+    model_api: Any, http: httpx.AsyncClient, level: str | None, budget: int | None
+) -> None:
     rt = build_runtime(agent(model_api.url), http=http)
     await rt.complete(request(thinking=level))
     body = model_api.requests[0].body
@@ -88,12 +117,15 @@ async def test_thinking_budget(model_api: Any, http: httpx.AsyncClient, level: s
 
 
 async def test_text_blocks_are_concatenated(model_api: Any, http: httpx.AsyncClient) -> None:
-    model_api.respond = lambda req: (200, message(
-        {"type": "thinking", "thinking": "hmm", "signature": "x"},
-        {"type": "text", "text": "Deploy "},
-        {"type": "tool_use", "id": "t", "name": "n", "input": {}},
-        {"type": "text", "text": "finished."},
-    ))
+    model_api.respond = lambda req: (
+        200,
+        message(
+            {"type": "thinking", "thinking": "hmm", "signature": "x"},
+            {"type": "text", "text": "Deploy "},
+            {"type": "tool_use", "id": "t", "name": "n", "input": {}},
+            {"type": "text", "text": "finished."},
+        ),
+    )
     rt = build_runtime(agent(model_api.url), http=http)
     assert await rt.complete(request(thinking="high")) == "Deploy finished."
 
@@ -108,7 +140,10 @@ async def test_default_model_from_the_runtime(model_api: Any, http: httpx.AsyncC
     ("status", "retryable"), [(500, True), (529, True), (429, True), (400, False), (401, False), (404, False)]
 )
 async def test_http_errors(model_api: Any, http: httpx.AsyncClient, status: int, retryable: bool) -> None:
-    model_api.respond = lambda req: (status, {"type": "error", "error": {"type": "x", "message": "upstream error"}})
+    model_api.respond = lambda req: (
+        status,
+        {"type": "error", "error": {"type": "x", "message": "upstream error"}},
+    )
     rt = build_runtime(agent(model_api.url), http=http)
     with pytest.raises(AgentRuntimeError) as info:
         await rt.complete(request())
@@ -117,7 +152,9 @@ async def test_http_errors(model_api: Any, http: httpx.AsyncClient, status: int,
 
 
 async def test_missing_key_fails_without_a_request(model_api: Any, http: httpx.AsyncClient) -> None:
-    rt = build_runtime(AgentSettings(id="main", runtime={"kind": "anthropic", "baseUrl": model_api.url}), http=http)
+    rt = build_runtime(
+        AgentSettings(id="main", runtime={"kind": "anthropic", "baseUrl": model_api.url}), http=http
+    )
     with pytest.raises(AgentRuntimeError) as info:
         await rt.complete(request())
     assert (info.value.message, info.value.retryable) == ("anthropic: apiKey is not set", False)
@@ -132,14 +169,19 @@ async def test_fallback_on_overloaded(model_api: Any, http: httpx.AsyncClient) -
 
     model_api.respond = respond
     settings = AgentSettings(
-        id="main", runtime={"kind": "anthropic", "baseUrl": model_api.url},
+        id="main",
+        runtime={"kind": "anthropic", "baseUrl": model_api.url},
         runtime_secrets={"apiKey": SecretSource("k", "string", "sk")},
         model={"primary": "anthropic/claude-opus-4-1", "fallbacks": ["claude-sonnet-4-5"]},
     )
     rt = build_runtime(settings, http=http)
-    choice = choose_model(override=None, gmail_default=None, agent=settings, defaults_model=None, models={},
-                          runtime=rt)
-    assert await complete_with_fallbacks(rt, request(), choice) == ("fallback ok", "anthropic/claude-sonnet-4-5")
+    choice = choose_model(
+        override=None, gmail_default=None, agent=settings, defaults_model=None, models={}, runtime=rt
+    )
+    assert await complete_with_fallbacks(rt, request(), choice) == (
+        "fallback ok",
+        "anthropic/claude-sonnet-4-5",
+    )
     assert [r.body["model"] for r in model_api.requests] == ["claude-opus-4-1", "claude-sonnet-4-5"]
 
 

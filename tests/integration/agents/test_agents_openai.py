@@ -19,8 +19,15 @@ from hookgate.config.settings import AgentSettings, SecretSource
 
 def request(**changes: Any) -> RuntimeRequest:
     fields: dict[str, Any] = {
-        "agent_id": "main", "run_kind": "hook", "session_key": "hook:gh", "run_id": "run-1",
-        "model": "gpt-4o", "thinking": "off", "system_prompt": None, "history": (), "prompt": "Hello",
+        "agent_id": "main",
+        "run_kind": "hook",
+        "session_key": "hook:gh",
+        "run_id": "run-1",
+        "model": "gpt-4o",
+        "thinking": "off",
+        "system_prompt": None,
+        "history": (),
+        "prompt": "Hello",
         "subject": "Hello",
     }
     fields.update(changes)
@@ -29,8 +36,9 @@ def request(**changes: Any) -> RuntimeRequest:
 
 def agent(base_url: str, *, key: str | None = "sk-test", **runtime: Any) -> AgentSettings:
     secrets = {"apiKey": SecretSource("agents.defaults.runtime.apiKey", "string", key)} if key else {}
-    return AgentSettings(id="main", runtime={"kind": "openai", "baseUrl": f"{base_url}/v1", **runtime},
-                         runtime_secrets=secrets)
+    return AgentSettings(
+        id="main", runtime={"kind": "openai", "baseUrl": f"{base_url}/v1", **runtime}, runtime_secrets=secrets
+    )
 
 
 @pytest.fixture
@@ -41,10 +49,14 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 async def test_request_shape_and_reply(model_api: Any, http: httpx.AsyncClient) -> None:
     rt = build_runtime(agent(model_api.url, headers={"X-Org": "acme"}), http=http)
-    reply = await rt.complete(request(
-        system_prompt="Be brief.", history=(("user", "earlier"), ("assistant", "ok")), thinking="medium",
-        params={"temperature": 0.3, "max_tokens": 50},
-    ))
+    reply = await rt.complete(
+        request(
+            system_prompt="Be brief.",
+            history=(("user", "earlier"), ("assistant", "ok")),
+            thinking="medium",
+            params={"temperature": 0.3, "max_tokens": 50},
+        )
+    )
     assert reply == "hello from gpt-4o"
     [rec] = model_api.requests
     assert (rec.method, rec.path) == ("POST", "/v1/chat/completions")
@@ -70,10 +82,20 @@ async def test_request_shape_and_reply(model_api: Any, http: httpx.AsyncClient) 
 
 @pytest.mark.parametrize(
     ("level", "effort"),
-    [("off", None), (None, None), ("adaptive", None), ("minimal", "minimal"), ("low", "low"),
-     ("high", "high"), ("xhigh", "high"), ("max", "high")],
+    [
+        ("off", None),
+        (None, None),
+        ("adaptive", None),
+        ("minimal", "minimal"),
+        ("low", "low"),
+        ("high", "high"),
+        ("xhigh", "high"),
+        ("max", "high"),
+    ],
 )
-async def test_reasoning_effort(model_api: Any, http: httpx.AsyncClient, level: str | None, effort: str | None) -> None:
+async def test_reasoning_effort(
+    model_api: Any, http: httpx.AsyncClient, level: str | None, effort: str | None
+) -> None:
     rt = build_runtime(agent(model_api.url), http=http)
     await rt.complete(request(thinking=level))
     body = model_api.requests[0].body
@@ -102,15 +124,23 @@ async def test_params_cannot_replace_the_fixed_keys(model_api: Any, http: httpx.
 @pytest.mark.parametrize(
     ("content", "text"),
     [
-        ([{"type": "text", "text": "Hello "}, {"type": "image_url", "image_url": {}}, {"type": "text", "text": "world"}],
-         "Hello world"),
+        (
+            [
+                {"type": "text", "text": "Hello "},
+                {"type": "image_url", "image_url": {}},
+                {"type": "text", "text": "world"},
+            ],
+            "Hello world",
+        ),
         (None, ""),
         ("  spaced reply \n", "  spaced reply \n"),
     ],
 )
 async def test_reply_content_shapes(model_api: Any, http: httpx.AsyncClient, content: Any, text: str) -> None:
-    model_api.respond = lambda req: (200, {"choices": [{"index": 0, "message": {"role": "assistant",
-                                                                               "content": content}}]})
+    model_api.respond = lambda req: (
+        200,
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]},
+    )
     rt = build_runtime(agent(model_api.url), http=http)
     assert await rt.complete(request()) == text
 
@@ -137,7 +167,10 @@ async def test_http_400_is_not_retryable(model_api: Any, http: httpx.AsyncClient
     rt = build_runtime(agent(model_api.url), http=http)
     with pytest.raises(AgentRuntimeError) as info:
         await rt.complete(request())
-    assert (info.value.message, info.value.retryable) == ("openai: HTTP 400: Unknown parameter: 'foo'.", False)
+    assert (info.value.message, info.value.retryable) == (
+        "openai: HTTP 400: Unknown parameter: 'foo'.",
+        False,
+    )
 
 
 async def test_error_body_text_is_cut_to_200_characters(model_api: Any, http: httpx.AsyncClient) -> None:
@@ -187,13 +220,15 @@ async def test_fallback_to_the_next_model_on_5xx(model_api: Any, http: httpx.Asy
 
     model_api.respond = respond
     settings = AgentSettings(
-        id="main", runtime={"kind": "openai", "baseUrl": f"{model_api.url}/v1"},
+        id="main",
+        runtime={"kind": "openai", "baseUrl": f"{model_api.url}/v1"},
         model={"primary": "openai/o3", "fallbacks": ["openai/gpt-4o"]},
     )
     models = {"openai/gpt-4o": {"params": {"temperature": 0}}}
     rt = build_runtime(settings, http=http)
-    choice = choose_model(override=None, gmail_default=None, agent=settings, defaults_model=None, models=models,
-                          runtime=rt)
+    choice = choose_model(
+        override=None, gmail_default=None, agent=settings, defaults_model=None, models=models, runtime=rt
+    )
     reply, used = await complete_with_fallbacks(rt, request(model=choice.model, params=choice.params), choice)
     assert (reply, used) == ("from gpt-4o", "openai/gpt-4o")
     assert [r.body["model"] for r in model_api.requests] == ["o3", "gpt-4o"]
@@ -203,11 +238,15 @@ async def test_fallback_to_the_next_model_on_5xx(model_api: Any, http: httpx.Asy
 
 async def test_no_fallback_on_4xx(model_api: Any, http: httpx.AsyncClient) -> None:
     model_api.respond = lambda req: (401, {"error": {"message": "Incorrect API key provided"}})
-    settings = AgentSettings(id="main", runtime={"kind": "openai", "baseUrl": f"{model_api.url}/v1"},
-                             model={"primary": "openai/o3", "fallbacks": ["openai/gpt-4o"]})
+    settings = AgentSettings(
+        id="main",
+        runtime={"kind": "openai", "baseUrl": f"{model_api.url}/v1"},
+        model={"primary": "openai/o3", "fallbacks": ["openai/gpt-4o"]},
+    )
     rt = build_runtime(settings, http=http)
-    choice = choose_model(override=None, gmail_default=None, agent=settings, defaults_model=None, models={},
-                          runtime=rt)
+    choice = choose_model(
+        override=None, gmail_default=None, agent=settings, defaults_model=None, models={}, runtime=rt
+    )
     with pytest.raises(AgentRuntimeError) as info:
         await complete_with_fallbacks(rt, request(), choice)
     assert info.value.message == "openai: HTTP 401: Incorrect API key provided"

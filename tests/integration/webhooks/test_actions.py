@@ -564,6 +564,16 @@ def test_notify_policies(gw: RunningGateway, api: Api) -> None:
     ]
 
 
+def test_notification_title_and_detail_are_cut(gw: RunningGateway, api: Api) -> None:
+    flow = api.create()
+    label = "long-title-" + "t" * 200
+    task = api.run_task(flow["flowId"], label=label, runId="abc")["task"]
+    api.result("update_task", taskId=task["taskId"], status="succeeded", terminalSummary="s" * 400 + "  \n " + "z" * 300)
+    detail = ("s" * 400 + " " + "z" * 300)[:500]
+    assert system_events(gw, "long-title-") == [
+        ("agent:ops:main", f"Background task done: {label[:120]}… (run abc). {detail}…")]
+
+
 def test_notifications_of_another_agent_owner_go_to_its_main_session(gw: RunningGateway) -> None:
     with gw.client() as c:
         other = route_api(gw, c, "other")

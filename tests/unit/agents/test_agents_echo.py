@@ -18,9 +18,18 @@ from hookgate.config.settings import AgentSettings, SecretSource
 
 
 def req(subject: str, kind: str = "hook") -> RuntimeRequest:
-    return RuntimeRequest(agent_id="main", run_kind=kind, session_key="hook:x", run_id="r1", model=None,
-                          thinking="high", system_prompt=None, history=(), prompt=f"wrapped {subject}",
-                          subject=subject)
+    return RuntimeRequest(
+        agent_id="main",
+        run_kind=kind,
+        session_key="hook:x",
+        run_id="r1",
+        model=None,
+        thinking="high",
+        system_prompt=None,
+        history=(),
+        prompt=f"wrapped {subject}",
+        subject=subject,
+    )
 
 
 async def test_echo_reply_is_the_subject() -> None:
@@ -95,13 +104,23 @@ def secret(value: str | None, error: str | None = None) -> SecretSource:
 async def test_build_runtime_kinds() -> None:
     echo = build_runtime(AgentSettings(id="main"))
     assert isinstance(echo, EchoRuntime)
-    oa = build_runtime(AgentSettings(id="main", runtime={"kind": "openai", "provider": "Local", "model": "local/q"},
-                                     runtime_secrets={"apiKey": secret("k")}))
+    oa = build_runtime(
+        AgentSettings(
+            id="main",
+            runtime={"kind": "openai", "provider": "Local", "model": "local/q"},
+            runtime_secrets={"apiKey": secret("k")},
+        )
+    )
     assert isinstance(oa, OpenAIRuntime)
     assert (oa.kind, oa.provider, oa.default_model) == ("openai", "local", "q")
     assert oa.headers["authorization"] == "Bearer k"
-    an = build_runtime(AgentSettings(id="main", runtime={"kind": "anthropic", "model": "claude-x"},
-                                     runtime_secrets={"apiKey": secret("k")}))
+    an = build_runtime(
+        AgentSettings(
+            id="main",
+            runtime={"kind": "anthropic", "model": "claude-x"},
+            runtime_secrets={"apiKey": secret("k")},
+        )
+    )
     assert isinstance(an, AnthropicRuntime)
     assert (an.provider, an.default_model, an.max_tokens) == ("anthropic", "claude-x", 4096)
     cmd = build_runtime(AgentSettings(id="main", runtime={"kind": "command", "command": ["/bin/cat"]}))
@@ -125,16 +144,26 @@ def test_openai_without_key_sends_no_authorization() -> None:
 def test_preflight_usable() -> None:
     assert preflight(AgentSettings(id="main")) is None
     assert preflight(AgentSettings(id="main", runtime={"kind": "openai"})) is None
-    assert preflight(AgentSettings(id="main", runtime={"kind": "anthropic"},
-                                   runtime_secrets={"apiKey": secret("k")})) is None
+    assert (
+        preflight(
+            AgentSettings(id="main", runtime={"kind": "anthropic"}, runtime_secrets={"apiKey": secret("k")})
+        )
+        is None
+    )
 
 
 def test_preflight_unresolved_secret() -> None:
-    agent = AgentSettings(id="main", runtime={"kind": "openai"},
-                          runtime_secrets={"apiKey": secret(None, 'environment variable "KEY" is not set')})
+    agent = AgentSettings(
+        id="main",
+        runtime={"kind": "openai"},
+        runtime_secrets={"apiKey": secret(None, 'environment variable "KEY" is not set')},
+    )
     assert preflight(agent) == 'runtime secret unresolved: environment variable "KEY" is not set'
-    agent = AgentSettings(id="main", runtime={"kind": "anthropic"},
-                          runtime_secrets={"apiKey": secret(None, "secret value is empty")})
+    agent = AgentSettings(
+        id="main",
+        runtime={"kind": "anthropic"},
+        runtime_secrets={"apiKey": secret(None, "secret value is empty")},
+    )
     assert preflight(agent) == "runtime secret unresolved: secret value is empty"
 
 
@@ -160,10 +189,11 @@ def test_preflight_command(tmp_path: Path) -> None:
     )
     os.chmod(script, 0o755)
     assert preflight(AgentSettings(id="main", runtime={"kind": "command", "command": [str(script)]})) is None
-    assert preflight(AgentSettings(id="main", runtime={"kind": "command", "command": [str(script)],
-                                                       "cwd": str(tmp_path / "nope")})) == (
-        f"runtime cwd not found: {tmp_path / 'nope'}"
-    )
+    assert preflight(
+        AgentSettings(
+            id="main", runtime={"kind": "command", "command": [str(script)], "cwd": str(tmp_path / "nope")}
+        )
+    ) == (f"runtime cwd not found: {tmp_path / 'nope'}")
 
 
 def test_preflight_unknown_kind() -> None:

@@ -196,7 +196,8 @@ def test_rejected_by_allowlist_lists_the_sorted_keys() -> None:
     with pytest.raises(ModelRejected) as info:
         choose("gpt-5")
     assert info.value.message == (
-        f"model 'gpt-5' rejected by agents.defaults.models allowlist: openai/gpt-5 is not in [{ALLOWLIST_KEYS}]"
+        "model 'gpt-5' rejected by agents.defaults.models allowlist: "
+        f"openai/gpt-5 is not in [{ALLOWLIST_KEYS}]"
     )
     with pytest.raises(ModelRejected) as info:
         choose("Anthropic/claude-x")
@@ -212,14 +213,20 @@ def test_rejected_provider_not_served() -> None:
     assert info.value.message == "model 'qwen' rejected: provider 'local' is not served by agent 'main'"
     with pytest.raises(ModelRejected) as info:
         choose("local/anything")  # allowed by local/*
-    assert info.value.message == "model 'local/anything' rejected: provider 'local' is not served by agent 'main'"
+    assert (
+        info.value.message
+        == "model 'local/anything' rejected: provider 'local' is not served by agent 'main'"
+    )
 
 
 def test_empty_allowlist_allows_any_model_of_the_provider() -> None:
     assert choose("openai/gpt-5", models={}).reference == "openai/gpt-5"
     with pytest.raises(ModelRejected) as info:
         choose("anthropic/claude", models={})
-    assert info.value.message == "model 'anthropic/claude' rejected: provider 'anthropic' is not served by agent 'main'"
+    assert (
+        info.value.message
+        == "model 'anthropic/claude' rejected: provider 'anthropic' is not served by agent 'main'"
+    )
 
 
 def test_wildcard_allowlist_entry() -> None:
@@ -238,7 +245,10 @@ def test_configured_model_and_fallbacks_are_always_allowed() -> None:
 
 
 def test_fallbacks_of_the_configured_model() -> None:
-    model = {"primary": "openai/o3", "fallbacks": ["openai/o4-mini", "gpt", "openai/o3", "local/x", "bad ref"]}
+    model = {
+        "primary": "openai/o3",
+        "fallbacks": ["openai/o4-mini", "gpt", "openai/o3", "local/x", "bad ref"],
+    }
     c = choose(model=model)
     assert c.reference == "openai/o3"
     # duplicates, the chosen model itself, foreign providers and invalid references are dropped
@@ -262,22 +272,43 @@ def test_blank_override_is_absent() -> None:
 def test_configured_primary_of_another_provider_fails_the_run() -> None:
     with pytest.raises(ModelRejected) as info:
         choose(model="anthropic/claude")
-    assert info.value.message == "model 'anthropic/claude' rejected: provider 'anthropic' is not served by agent 'main'"
+    assert (
+        info.value.message
+        == "model 'anthropic/claude' rejected: provider 'anthropic' is not served by agent 'main'"
+    )
 
 
 def test_agent_id_in_provider_text() -> None:
     with pytest.raises(ModelRejected) as info:
-        choose_model(override="local/x", gmail_default=None, agent=agent(agent_id="ops"), defaults_model=None,
-                     models={}, runtime=FakeRuntime())
+        choose_model(
+            override="local/x",
+            gmail_default=None,
+            agent=agent(agent_id="ops"),
+            defaults_model=None,
+            models={},
+            runtime=FakeRuntime(),
+        )
     assert info.value.message == "model 'local/x' rejected: provider 'local' is not served by agent 'ops'"
 
 
 def test_echo_runtime_default_model() -> None:
-    c = choose_model(override=None, gmail_default=None, agent=AgentSettings(id="main"), defaults_model=None,
-                     models={}, runtime=EchoRuntime())
+    c = choose_model(
+        override=None,
+        gmail_default=None,
+        agent=AgentSettings(id="main"),
+        defaults_model=None,
+        models={},
+        runtime=EchoRuntime(),
+    )
     assert c.reference == "echo/echo-1"
-    c = choose_model(override="echo-2", gmail_default=None, agent=AgentSettings(id="main"), defaults_model=None,
-                     models={}, runtime=EchoRuntime())
+    c = choose_model(
+        override="echo-2",
+        gmail_default=None,
+        agent=AgentSettings(id="main"),
+        defaults_model=None,
+        models={},
+        runtime=EchoRuntime(),
+    )
     assert c.reference == "echo/echo-2"
 
 
@@ -285,8 +316,18 @@ def test_echo_runtime_default_model() -> None:
 
 
 def request() -> RuntimeRequest:
-    return RuntimeRequest(agent_id="main", run_kind="hook", session_key="hook:x", run_id="r1", model=None,
-                          thinking=None, system_prompt=None, history=(), prompt="hi", subject="hi")
+    return RuntimeRequest(
+        agent_id="main",
+        run_kind="hook",
+        session_key="hook:x",
+        run_id="r1",
+        model=None,
+        thinking=None,
+        system_prompt=None,
+        history=(),
+        prompt="hi",
+        subject="hi",
+    )
 
 
 CHOICE = ModelChoice("openai", "a", {"p": 1}, (("openai", "b", {"p": 2}), ("openai", "c", {})))
@@ -326,5 +367,8 @@ async def test_last_error_is_raised_when_all_fail() -> None:
 
 async def test_empty_model_id_means_runtime_default() -> None:
     rt = FakeRuntime()
-    assert await complete_with_fallbacks(rt, request(), ModelChoice("openai", "")) == ("reply from None", "openai")
+    assert await complete_with_fallbacks(rt, request(), ModelChoice("openai", "")) == (
+        "reply from None",
+        "openai",
+    )
     assert rt.calls == [(None, {})]

@@ -359,7 +359,7 @@ class SqliteStore:
             row = conn.execute(Q["get_run"], (run_id,)).fetchone()
             return None if row is None else _run_record(row)
 
-        return await self._read(op)
+        return await self._read(op, inline=True)
 
     async def list_runs(
         self,
