@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from run import TOKEN, Gateway  # noqa: E402
+from run import TOKEN, Gateway
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 

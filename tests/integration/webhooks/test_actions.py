@@ -36,6 +36,7 @@ def actions_config() -> dict[str, Any]:
         "shared2": ci_route(path="/hooks-b/shared", sessionKey=" AGENT:OPS:SHARED ", secret="other-secret"),
     }
     del routes["other"]["controllerId"]
+    routes["exec"] = ci_route(path="/plugins/webhooks/exec", sessionKey="agent:ops:exec", execute=True)
     for name in OWNERS:  # one fresh owner per test that lists or resolves flows
         routes[name] = ci_route(path=f"/plugins/webhooks/{name}", sessionKey=f"agent:ops:{name}")
     return webhooks_config(routes, limits={"rateLimit": {"windowSeconds": 60, "maxRequests": 100000}})
@@ -477,6 +478,23 @@ def test_run_task_timestamps_and_views(api: Api) -> None:
     assert running["createdAt"] == 500 and running["startedAt"] == 1000 and running["lastEventAt"] == 1000
     default_start = api.run_task(flow["flowId"], status="running", agentId="main")["task"]
     assert default_start["agentId"] == "main" and before <= default_start["startedAt"] <= now_ms()
+
+
+def test_update_task_refuses_tasks_executed_by_hookgate(gw: RunningGateway) -> None:
+    with gw.client() as c:
+        api = route_api(gw, c, "exec")
+        flow = api.create()
+        executed = api.run_task(flow["flowId"], label="executed-here")["task"]
+        # created running or with runtime acp: record-only even on an execute route
+        external = api.run_task(flow["flowId"], status="running")["task"]
+        for status in ("running", "succeeded", None):
+            fields = {"status": status} if status else {"progressSummary": "p"}
+            r = api.call("update_task", taskId=executed["taskId"], **fields)
+            task = r.json()["result"]["task"]
+            assert task["taskId"] == executed["taskId"]
+            exact(r, 409, envelope("exec", {"updated": False, "code": "not_external", "task": task}, "not_external",
+                                   "Task is executed by hookgate and cannot be updated externally."))
+        assert api.result("update_task", taskId=external["taskId"], status="succeeded")["updated"] is True
 
 
 # --- get_task, list_tasks, update_task -----------------------------------------------------------
