@@ -151,8 +151,7 @@ class Service:
                 print(line, file=self.out)
             self.out.flush()
             self.log.info("config.loaded", path=self.settings.config_path, config_hash=self.settings.config_hash)
-            for warning in self.settings.warnings:
-                self.log.warning("config.warning", message=obs_logging.clean_text(warning))
+            self._log_warnings(self.settings)
         await serving
         if self.worker is not None:
             await self.worker.drain(self.settings.gateway.drain_timeout_seconds)
@@ -199,7 +198,14 @@ class Service:
         self.gateway.apply_settings(new)
         self.metrics.config_reloads.labels("ok").inc()
         self.log.info("config.loaded", trigger=trigger, config_hash=new.config_hash)
-        for warning in new.warnings:
+        self._log_warnings(new)
+
+    def _log_warnings(self, settings: Settings) -> None:
+        for route in settings.webhooks.routes:
+            if route.skipped_reason:
+                self.log.warning("webhook.route_skipped", route=route.id,
+                                 reason=obs_logging.clean_text(route.skipped_reason))
+        for warning in settings.warnings:
             self.log.warning("config.warning", message=obs_logging.clean_text(warning))
 
     async def _flush_logs(self) -> None:

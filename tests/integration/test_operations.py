@@ -206,7 +206,9 @@ def test_kill9_loses_nothing_acknowledged(gateway_factory: GatewayFactory) -> No
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         futures = [pool.submit(fire, i) for i in range(8)]
-        time.sleep(0.4)
+        deadline = time.monotonic() + 10
+        while (len(acked_events) < 5 or len(acked_runs) < 5) and time.monotonic() < deadline:
+            time.sleep(0.02)
         gw.kill9()
         for f in futures:
             f.result()

@@ -52,10 +52,12 @@ def header_token(req: Request, primary: bytes, alias: bytes | None) -> str | Non
 
 
 def secrets_equal(presented: str | None, expected: bytes) -> bool:
-    """Timing-safe: both sides padded to the longer length, compared in constant time, lengths equal."""
+    """``presented`` comes from a header (latin-1 decoded). Timing-safe: both sides padded to the longer length, compared in constant time, lengths equal."""
     if not presented or not expected:
         return False
-    given = presented.encode("utf-8")
+    # Header values arrive as bytes decoded with latin-1: encoding back yields the exact bytes sent,
+    # which are compared with the UTF-8 bytes of the configured secret.
+    given = presented.encode("latin-1", errors="replace")
     size = max(len(given), len(expected))
     same = hmac.compare_digest(given.ljust(size, b"\0"), expected.ljust(size, b"\0"))
     return same and len(given) == len(expected)

@@ -421,3 +421,15 @@ def test_agent_timeout_and_fields_stored(gateway: RunningGateway) -> None:
     inputs = json.loads(runs(gateway)[0]["inputs"])
     assert inputs["timeoutSeconds"] == 172800 and inputs["thinking"] == "high" and inputs["to"] == "42"
     assert inputs["wakeMode"] == "next-heartbeat" and inputs["model"] == "echo/echo-1"
+
+
+def test_non_ascii_token_compared_as_utf8_bytes(gateway_factory: GatewayFactory) -> None:
+    token = "ключ-токен"
+    gw = gateway_factory(hooks_config(token=token))
+    body = b'{"text":"utf8"}'
+    head = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() +
+            b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n")
+    data, _ = raw_request(gw.port, head + body)
+    assert data.startswith(b"HTTP/1.1 200 ")
+    data, _ = raw_request(gw.port, head.replace("ключ".encode(), "ключи".encode()) + body)
+    assert data.startswith(b"HTTP/1.1 401 ")

@@ -24,7 +24,9 @@ def test_secrets_equal_is_exact() -> None:
     assert not secrets_equal("", b"hook-secret")
     assert not secrets_equal(None, b"hook-secret")
     assert not secrets_equal("x", b"")
-    assert secrets_equal("ключ", "ключ".encode())
+    # header values are latin-1 decoded bytes: a UTF-8 token on the wire matches its UTF-8 secret
+    assert secrets_equal("ключ".encode().decode("latin-1"), "ключ".encode())
+    assert not secrets_equal("ключ", "ключ".encode())
 
 
 def test_request_id_echo_rules() -> None:
