@@ -163,14 +163,14 @@ def gateway_config(work: Path, db: Path, durability: str) -> Path:
 class Gateway:
     """A `hookgate serve` subprocess on a free port; measures start-to-ready and RSS."""
 
-    def __init__(self, work: Path, db: Path, durability: str) -> None:
+    def __init__(self, work: Path, db: Path, durability: str, extra: tuple[str, ...] = ()) -> None:
         self.cfg = gateway_config(work, db, durability)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = open(work / f"{db.stem}.log", "wb")  # noqa: SIM115 - closed in __exit__
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            [PY, "-m", "hookgate.cli", "serve", "--config", str(self.cfg), "--port", str(self.port)],
+            [PY, "-m", "hookgate.cli", "serve", "--config", str(self.cfg), "--port", str(self.port), *extra],
             stdout=subprocess.DEVNULL, stderr=self.log)
         wait_http(self.base + "/readyz")
         self.ready_s = time.monotonic() - t0
@@ -279,7 +279,8 @@ def lua_get_flow(path: Path, ids: list[str]) -> Path:
 
 
 def hooks_suite(args: argparse.Namespace, work: Path, results: list[Result], notes: list[str]) -> None:
-    with Gateway(work, work / "hooks.db", args.durability) as gw:
+    extra = ("--no-worker",) if args.no_worker else ()
+    with Gateway(work, work / "hooks.db", args.durability, extra) as gw:
         time.sleep(1.0)
         rss_idle = gw.rss()
         auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
@@ -337,6 +338,8 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--durability", default="full", choices=["full", "normal"])
     ap.add_argument("--only", choices=["hooks", "webhooks", "runs"], help="run one suite")
+    ap.add_argument("--no-worker", action="store_true",
+                    help="hooks suite: measure ingest alone (serve --no-worker: runs and heartbeats stay queued)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args()
     if shutil.which("wrk") is None:

@@ -134,6 +134,9 @@ class SqliteStore:
         conn.execute("PRAGMA foreign_keys=ON")
         if query_only:
             conn.execute("PRAGMA query_only=ON")
+            # Readers serve point lookups and scans the OS page cache already holds: a small private
+            # cache keeps RSS flat as the database grows (the writer keeps SQLite's default).
+            conn.execute("PRAGMA cache_size=-256")
         return conn
 
     def _take_lock(self) -> None:
