@@ -257,7 +257,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 print(f"run {args.run_id} not found", file=sys.stderr)
                 return EXIT_FAILED
             transcript = await store.flow_read(lambda tx: tx.run_transcript(args.run_id))
-            print(json.dumps(run_view(run, args.content, transcript), indent=2, ensure_ascii=False))
+            view = run_view(run, args.content, transcript)
+            view["deliveries"] = await store.flow_read(lambda tx: tx.run_deliveries(args.run_id))
+            print(json.dumps(view, indent=2, ensure_ascii=False))
             return EXIT_OK
         since = None if args.since is None else int(time.time() * 1000) - args.since * 1000
         runs = await store.list_runs(agent_id=args.agent, kind=args.kind, statuses=tuple(args.status),

@@ -1,9 +1,10 @@
 """Reply delivery for the runtime (model.md §10.3), with the local channels ``console`` and ``file``.
 
-Target resolution follows §10.3. The two local channels deliver in-process (a JSON line on stdout;
-a JSON line appended and fsynced). The network channels (telegram, slack, …) are the delivery
-issue's; until they exist a reply for one of them is reported as not delivered, so the run's
-summary reaches the main session instead of being lost.
+Target resolution follows §10.3. Every reply with a target gets a row in the delivery log, committed
+with the run's completion. The two local channels deliver in-process (a JSON line on stdout; a JSON
+line appended and fsynced) and their row is ``delivered``. A reply for a network channel (telegram,
+slack, …) is recorded ``pending``: its adapter is the delivery issue's work, which picks it up from
+the log.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from hookgate.clock import new_id
 from hookgate.runtime.ports import RuntimeTx
+from hookgate.store.base import DeliveryRecord
 
 if TYPE_CHECKING:
     from hookgate.runtime.runs import RunContext
@@ -28,7 +31,8 @@ _encode = msgspec.json.Encoder().encode
 @dataclass(frozen=True, slots=True)
 class DeliveryOutcome:
     has_target: bool
-    delivered: bool | None  # None: no attempt (no target)
+    delivered: bool | None  # None: not (yet) attempted
+    record: DeliveryRecord | None = None  # the delivery-log row to commit with the run
 
 
 def resolve_target(ctx: RunContext, tx: RuntimeTx, agent_id: str, channel: str, to: str | None
@@ -76,22 +80,25 @@ async def deliver_reply(ctx: RunContext, *, agent_id: str, channel: str, to: Any
         ctx.metrics.deliveries.labels(channel, "no_target").inc()
         return DeliveryOutcome(False, None)
     chosen, target_to = target
+    delivery_id = new_id()
     if chosen not in LOCAL_CHANNELS:
-        ctx.log.warning("delivery.dead", run_id=run_id, channel=chosen,
-                        error=f"channel {chosen} delivery is not available in this build")
-        ctx.metrics.deliveries.labels(chosen, "dead").inc()
-        return DeliveryOutcome(True, False)
+        ctx.log.info("delivery.pending", run_id=run_id, delivery_id=delivery_id, channel=chosen)
+        record = DeliveryRecord(delivery_id, run_id, agent_id, chosen, target_to, text, "pending")
+        return DeliveryOutcome(True, None, record)
     line = {"channel": chosen, "to": target_to, "text": text, "runId": run_id, "agentId": agent_id}
     try:
         _send_local(ctx, chosen, line)
     except OSError as exc:
-        ctx.log.warning("delivery.dead", run_id=run_id, channel=chosen, error=exc.strerror or "I/O error")
+        error = exc.strerror or "I/O error"
+        ctx.log.warning("delivery.dead", run_id=run_id, delivery_id=delivery_id, channel=chosen, error=error)
         ctx.metrics.deliveries.labels(chosen, "dead").inc()
-        return DeliveryOutcome(True, False)
+        record = DeliveryRecord(delivery_id, run_id, agent_id, chosen, target_to, text, "dead", "failed", error)
+        return DeliveryOutcome(True, False, record)
     ctx.metrics.deliveries.labels(chosen, "delivered").inc()
-    ctx.log.info("delivery.sent", run_id=run_id, channel=chosen)
+    ctx.log.info("delivery.sent", run_id=run_id, delivery_id=delivery_id, channel=chosen)
     if channel != "last":
         now = ctx.clock.now_ms()
         await ctx.store.flow_write(
             lambda tx: tx.set_last_route(f"agent:{agent_id}:main", agent_id, chosen, target_to, now))
-    return DeliveryOutcome(True, True)
+    record = DeliveryRecord(delivery_id, run_id, agent_id, chosen, target_to, text, "delivered", "delivered")
+    return DeliveryOutcome(True, True, record)

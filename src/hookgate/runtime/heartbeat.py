@@ -48,15 +48,17 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     seqs = [seq for seq, _, _ in events]
     ack = result.status == "ok" and is_heartbeat_ack(result.reply or "", agent.heartbeat.ack_max_chars)
     outcome = "failed" if result.status != "ok" else ("ack" if ack else "ran")
+    record = None
     if result.status == "ok" and result.reply and not is_silent(result.reply, agent.heartbeat.ack_max_chars):
         delivery = await deliver_reply(ctx, agent_id=agent_id, channel="last", to=None, text=result.reply,
                                        run_id=run_id, session_key=session)
+        record = delivery.record
         if delivery.delivered:
             outcome = "delivered"
         elif not delivery.has_target:
             ctx.log.info("heartbeat.undelivered", agent_id=agent_id, run_id=run_id)
     now = ctx.clock.now_ms()
-    record = NewRun(run_id=run_id, kind="heartbeat", agent_id=agent_id, session_key=session, name="Heartbeat",
+    run_record = NewRun(run_id=run_id, kind="heartbeat", agent_id=agent_id, session_key=session, name="Heartbeat",
                     inputs={"events": len(events)}, created_at=started_ms)
 
     def commit(tx: RuntimeTx) -> None:
@@ -68,7 +70,9 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
         else:
             tx.fail_events(seqs, MAX_FAILED_TURNS, now)
         tx.finish_heartbeat(agent_id, next_due(now), started_ms, now)
-        tx.insert_finished_run(record, session_id, result.status, result.reply, result.error, now)
+        tx.insert_finished_run(run_record, session_id, result.status, result.reply, result.error, now)
+        if record is not None:
+            tx.record_delivery(record, now)
 
     await ctx.store.flow_write(commit)
     ctx.metrics.heartbeats.labels(outcome).inc()

@@ -7,10 +7,10 @@ an executed task's run updates the task in the same transaction). ``Store.flow_w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from hookgate.flows.ports import FlowTx
-from hookgate.store.base import NewRun
+from hookgate.store.base import DeliveryRecord, NewRun
 
 
 class RuntimeTx(FlowTx, Protocol):
@@ -47,6 +47,11 @@ class RuntimeTx(FlowTx, Protocol):
     def fail_events(self, seqs: Sequence[int], max_failed_turns: int, now_ms: int) -> None: ...
 
     def queued_runs(self) -> int: ...
+
+    def record_delivery(self, delivery: DeliveryRecord, now_ms: int) -> None: ...
+
+    def run_deliveries(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's deliveries with their attempts, for ``runs show``."""
 
     def run_transcript(self, run_id: str) -> list[tuple[str, str]]:
         """(role, text) of the messages a run appended: its prompt and reply."""

@@ -204,13 +204,14 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
     deliver = bool(inputs.get("deliver", True))
     delivered: bool | None = None
     has_target = False
+    record = None
     if result.status == "ok" and deliver and result.reply and not is_silent(
         result.reply, agent_of(settings, run.agent_id).heartbeat.ack_max_chars
     ):
         outcome = await deliver_reply(ctx, agent_id=run.agent_id, channel=str(inputs.get("channel") or "last"),
                                       to=inputs.get("to"), text=result.reply, run_id=run.run_id,
                                       session_key=run.session_key)
-        has_target, delivered = outcome.has_target, outcome.delivered
+        has_target, delivered, record = outcome.has_target, outcome.delivered, outcome.record
     name = run.name
     summary = hook_summary_event(name=name, status=result.status, reply=result.reply, error=result.error,
                                  deliver=deliver, delivered=delivered, has_target=has_target,
@@ -226,6 +227,8 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
         if result.status == "ok" and result.prompt is not None and result.reply is not None:
             tx.append_transcript(run.session_key, run.session_id, "user", result.prompt, run.run_id, now)
             tx.append_transcript(run.session_key, run.session_id, "assistant", result.reply, run.run_id, now)
+        if record is not None:
+            tx.record_delivery(record, now)
         if summary is not None:
             tx.queue_system_event(f"agent:{target_agent}:main", target_agent, summary, now, wake)
 

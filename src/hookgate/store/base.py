@@ -54,6 +54,21 @@ class NewRun:
 
 
 @dataclass(frozen=True, slots=True)
+class DeliveryRecord:
+    """A reply in the delivery log (model.md §10.4); ``attempt_outcome`` records a first attempt."""
+
+    delivery_id: str
+    run_id: str
+    agent_id: str
+    channel: str
+    target: str
+    text: str
+    status: Literal["pending", "delivered", "dead"]
+    attempt_outcome: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class IdempotencyClaim:
     """A durable hook idempotency record to write with a run (hooks.md §5.4)."""
 

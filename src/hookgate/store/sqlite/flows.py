@@ -13,7 +13,7 @@ import msgspec
 from hookgate.flows.model import Flow, Task
 from hookgate.flows.ports import StoredResponse
 from hookgate.runtime.events import prepare_event_text
-from hookgate.store.base import NewRun
+from hookgate.store.base import DeliveryRecord, NewRun
 from hookgate.store.sqlite.schema import Q, parse_named_queries
 from hookgate.webhooks.schema import UNSET
 
@@ -270,6 +270,23 @@ class SqliteFlowTx:
 
     def run_transcript(self, run_id: str) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self._conn.execute(FQ["run_transcript"], (run_id,))]
+
+    def record_delivery(self, delivery: DeliveryRecord, now_ms: int) -> None:
+        d = delivery
+        self._conn.execute(FQ["insert_delivery"], (d.delivery_id, d.run_id, d.agent_id, d.channel, d.target, d.text,
+                                                   d.status, 1 if d.attempt_outcome else 0, d.error, now_ms))
+        if d.attempt_outcome:
+            self._conn.execute(FQ["insert_delivery_attempt"], (d.delivery_id, now_ms, d.attempt_outcome, None, d.error))
+
+    def run_deliveries(self, run_id: str) -> list[dict[str, Any]]:
+        out = []
+        for row in self._conn.execute(FQ["run_deliveries"], (run_id,)).fetchall():
+            attempts = [{"at": a[0], "outcome": a[1], "httpStatus": a[2], "error": a[3]}
+                        for a in self._conn.execute(FQ["delivery_attempts_of"], (row[0],))]
+            out.append({"deliveryId": row[0], "channel": row[1], "to": row[2], "status": row[3],
+                        "attempts": row[4], "lastError": row[5], "createdAt": row[6], "deliveredAt": row[7],
+                        "attemptLog": attempts})
+        return out
 
     def queued_runs(self) -> int:
         return int(self._conn.execute(FQ["queued_run_count"]).fetchone()[0])

@@ -137,3 +137,18 @@ SELECT last_channel, last_to FROM sessions WHERE key = ?
 
 -- name: run_transcript
 SELECT role, text FROM transcript_messages WHERE run_id = ? ORDER BY id
+
+-- name: insert_delivery
+INSERT INTO deliveries (delivery_id, run_id, agent_id, channel, target, text, status, attempts, last_error,
+                        created_at, updated_at, delivered_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, CASE WHEN ?7 = 'delivered' THEN ?10 END)
+
+-- name: insert_delivery_attempt
+INSERT INTO delivery_attempts (delivery_id, at, outcome, http_status, error) VALUES (?1, ?2, ?3, ?4, ?5)
+
+-- name: run_deliveries
+SELECT delivery_id, channel, target, status, attempts, last_error, created_at, delivered_at
+FROM deliveries WHERE run_id = ? ORDER BY created_at, delivery_id
+
+-- name: delivery_attempts_of
+SELECT at, outcome, http_status, error FROM delivery_attempts WHERE delivery_id = ? ORDER BY id
