@@ -145,10 +145,24 @@ ROUTE_SESSION = "agent:main:main"
 BIG_LIMITS = {"rateLimit": {"windowSeconds": 60, "maxRequests": 100_000_000}, "maxInFlight": 1024}
 
 
+# issue #5: a mapped agent hook through templates, and one through a trivial synchronous transform
+MAPPINGS = [
+    {"id": "tpl", "match": {"path": "tpl"}, "action": "agent", "name": "Bench",
+     "messageTemplate": "{{message}}"},
+    {"id": "tx", "match": {"path": "tx"}, "action": "agent", "transform": {"module": "bench.py"}},
+]
+TRANSFORM = """def transform(ctx):
+    return {"message": ctx.payload["message"], "name": "Bench"}
+"""
+
+
 def gateway_config(work: Path, db: Path, durability: str) -> Path:
+    transforms = work / "hooks" / "transforms"
+    transforms.mkdir(parents=True, exist_ok=True)
+    (transforms / "bench.py").write_text(TRANSFORM)
     cfg = {
         "storage": {"sqlite": {"path": str(db), "durability": durability}},
-        "hooks": {"enabled": True, "token": TOKEN},
+        "hooks": {"enabled": True, "token": TOKEN, "mappings": MAPPINGS},
         "channels": {"console": {}},
         "plugins": {"entries": {"webhooks": {"config": {
             "limits": BIG_LIMITS,  # one source address: the limiter is not what is measured
@@ -284,17 +298,35 @@ def hooks_suite(args: argparse.Namespace, work: Path, results: list[Result], not
         time.sleep(1.0)
         rss_idle = gw.rss()
         auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+        message = "'{\"message\":\"bench ' .. tid .. '-' .. counter .. '\"}'"
         scenarios = [
             ("POST /hooks/wake (valid)", lua(work / "wake.lua", "POST", "/hooks/wake", auth,
                                              "'{\"text\":\"bench ' .. tid .. '-' .. counter .. '\",\"mode\":\"now\"}'")),
             ("POST /hooks/wake (wrong token, locked out)",
              lua(work / "wrong.lua", "POST", "/hooks/wake", {"Authorization": "Bearer wrong"}, "'{\"text\":\"x\"}'")),
-            ("POST /hooks/agent (valid)", lua(work / "agent.lua", "POST", "/hooks/agent", auth,
-                                              "'{\"message\":\"bench ' .. tid .. '-' .. counter .. '\"}'")),
         ]
+        # issue #5 compares mapped hooks with /hooks/agent: run in the order A B C C B A (half the
+        # duration each) so the database growing under them costs all three alike
+        mapped = [
+            ("POST /hooks/agent (valid)", lua(work / "agent.lua", "POST", "/hooks/agent", auth, message)),
+            ("POST /hooks/tpl (template mapping → agent)", lua(work / "tpl.lua", "POST", "/hooks/tpl", auth, message)),
+            ("POST /hooks/tx (sync transform → agent)", lua(work / "tx.lua", "POST", "/hooks/tx", auth, message)),
+        ]
+        half = argparse.Namespace(**{**vars(args), "duration": max(1, args.duration // 2)})
         with RssSampler(gw.proc.pid) as sampler:
             for name, script in scenarios:
                 results.append(wrk(name, gw.base, script, args))
+            rounds: dict[str, list[Result]] = {name: [] for name, _ in mapped}
+            for name, script in [*mapped, *reversed(mapped)]:
+                rounds[name].append(wrk(name, gw.base, script, half))
+        for name, rs in rounds.items():
+            results.append(Result(name, sum(r.rps for r in rs) / len(rs), sum(r.p50_ms for r in rs) / len(rs),
+                                  max(r.p99_ms for r in rs), "", " ".join(r.errors for r in rs).strip()))
+        base = rounds[mapped[0][0]]
+        agent_rps = sum(r.rps for r in base) / len(base)
+        for name, _ in mapped[1:]:
+            rps = sum(r.rps for r in rounds[name]) / len(rounds[name])
+            notes.append(f"{name}: {(rps / agent_rps - 1) * 100:+.1f} % throughput vs /hooks/agent")
         time.sleep(2.0)
         rss_after = gw.rss()
         rss_peak = max(sampler.peak, gw.rss("VmHWM"))

@@ -87,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
     events_list.add_argument("--limit", type=int, default=50)
     events_list.add_argument("--json", action="store_true")
 
+    hooks = sub.add_parser("hooks", parents=[common], help="try a hook request without dispatching it")
+    hooks_sub = hooks.add_subparsers(dest="hooks_command", metavar="test", required=True)
+    hooks_test = hooks_sub.add_parser("test", parents=[common])
+    hooks_test.add_argument("name", help="the subPath: a mapping path, wake or agent")
+    hooks_test.add_argument("--payload", required=True, metavar="FILE|-")
+    hooks_test.add_argument("--header", action="append", default=[], metavar="'Name: value'")
+    hooks_test.add_argument("--query", action="append", default=[], metavar="key=value")
+    hooks_test.add_argument("--prompt", action="store_true", help="also print the run prompt")
+
     secrets_p = sub.add_parser("secrets", parents=[common], help="resolve every secret input")
     secrets_sub = secrets_p.add_subparsers(dest="secrets_command", metavar="check", required=True)
     secrets_sub.add_parser("check", parents=[common])
@@ -157,6 +166,11 @@ def cmd_config(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         for warning in settings.warnings:
             print(f"warning: {warning}")
+        import_errors = _transform_import_errors(settings)
+        for line in import_errors:
+            print(f"error: {line}", file=sys.stderr)
+        if import_errors:
+            return EXIT_USAGE
         print(f"config OK: {settings.config_path or '(no file: empty config)'}")
         print(summary_line(settings))
         return EXIT_OK
@@ -165,6 +179,52 @@ def cmd_config(args: argparse.Namespace) -> int:
     shown["configHash"] = settings.config_hash
     print(json.dumps(shown, indent=2, ensure_ascii=False))
     return EXIT_OK
+
+
+def _transform_import_errors(settings: Settings) -> list[str]:
+    """Import every existing transform module (hooks.md §6.6); one line per failure."""
+    from hookgate.config.paths import transforms_root
+    from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
+
+    loader = TransformLoader()
+    errors: list[str] = []
+    root = transforms_root(settings.config_dir)
+    for m in settings.hooks.mappings:
+        if m.transform_module is None or not os.path.exists(m.transform_module):
+            continue  # a missing file is already a warning
+        try:
+            loader.load(m, settings.hooks.transforms_dir, root)
+        except TransformFailed as exc:
+            errors.append(f"hooks.mappings[{m.index}].transform.module: {exc.kind}: {exc.detail}")
+    return errors
+
+
+def cmd_hooks(args: argparse.Namespace) -> int:
+    from hookgate.hooks.mappings import hook_test
+
+    settings = _load(args)
+    if args.payload == "-":
+        body = sys.stdin.buffer.read()
+    else:
+        with open(args.payload, "rb") as fh:
+            body = fh.read()
+    headers: list[tuple[str, str]] = []
+    for item in args.header:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            print(f"error: --header must look like 'Name: value': {item}", file=sys.stderr)
+            return EXIT_USAGE
+        headers.append((name.strip(), value.strip()))
+    query: list[tuple[str, str]] = []
+    for item in args.query:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"error: --query must look like key=value: {item}", file=sys.stderr)
+            return EXIT_USAGE
+        query.append((key, value))
+    result = asyncio.run(hook_test(settings, args.name, body, headers, query, prompt=args.prompt))
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return EXIT_OK if 200 <= int(result["status"]) < 300 else EXIT_FAILED
 
 
 def cmd_secrets(args: argparse.Namespace) -> int:
@@ -345,6 +405,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "flows": cmd_flows,
     "events": cmd_events,
     "secrets": cmd_secrets,
+    "hooks": cmd_hooks,
     "token": cmd_token,
 }
 

@@ -13,7 +13,17 @@ from hookgate.edge.request import Request, bearer_token, header_token, secrets_e
 from hookgate.errors import HookgateError, RequestError, StoreUnavailable
 from hookgate.hooks import actions
 from hookgate.hooks.dispatch import dispatch_agent, dispatch_wake, prepare_agent
+from hookgate.hooks.mappings import (
+    MAPPING_FAILED,
+    Lazy,
+    RequestContext,
+    match_mapping,
+    request_headers,
+    request_query,
+    resolve,
+)
 from hookgate.hooks.payload import Payload, decode_hook_body, fields
+from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
 from hookgate.obs.logging import info_line
 
 if TYPE_CHECKING:
@@ -41,7 +51,9 @@ class HooksSurface:
         self.gw = gw
         self._throttle_logged: dict[str, tuple[float, int]] = {}
         # Mapped hooks (hooks.md §6) plug in here; without mappings an unknown subPath is 404.
-        self.mapped: MappedHandler | None = None
+        self.transforms = TransformLoader()
+        self._transform_observers: dict[str, Callable[[float], None]] = {}
+        self.mapped: MappedHandler | None = self._mapped
 
     def route_label(self, sub_path: str) -> str:
         return sub_path if sub_path in ("wake", "agent") else "unmatched"
@@ -147,6 +159,63 @@ class HooksSurface:
         outcome = await dispatch_agent(prepared, path="agent", idempotency_key=key, settings=gw.settings,
                                        store=gw.store, clock=gw.clock)
         return self.agent_answer(req, outcome.run_id, outcome.replayed, outcome.agent_id)
+
+    def request_context(self, req: Request, sub_path: str, payload: Payload) -> RequestContext:
+        """§2 step 10: every header (lower-cased, repeats joined) and the decoded query."""
+        raw_path = req.scope.get("raw_path") or req.scope["path"].encode()
+        url = raw_path.decode("latin-1") + (("?" + req.query.decode("latin-1")) if req.query else "")
+        raw_headers, raw_query = req.scope.get("headers") or (), req.query
+        return RequestContext(
+            payload=payload,
+            headers=Lazy(lambda: request_headers(raw_headers)),
+            query=Lazy(lambda: request_query(raw_query)),
+            sub_path=sub_path,
+            url=url,
+            now_ms=self.gw.clock.now_ms(),
+        )
+
+    async def _mapped(self, req: Request, sub_path: str, payload: Payload, raw_body: bytes) -> Answer:
+        """§6: match → build → transform → validate → dispatch through the shared path (§6.8)."""
+        gw = self.gw
+        mapping = match_mapping(gw.settings.hooks.mappings, sub_path, payload)
+        if mapping is None:
+            return error_b(404, "Not Found")
+        req.log["route"] = f"mapping:{mapping.id}"
+        observe = self._transform_histogram(mapping.id) if mapping.transform_module is not None else None
+        try:
+            resolved = await resolve(mapping, self.request_context(req, sub_path, payload), gw.settings,
+                                     self.transforms, on_transform=observe)
+        except TransformFailed as exc:
+            gw.log.warning("hook.mapping_failed", request_id=req.request_id, mapping=mapping.id,
+                           error_type=exc.kind)
+            return error_b(500, MAPPING_FAILED, reason="mapping_failed")
+        action = resolved.action
+        if action is None:
+            info_line("hook.accepted", {"request_id": req.request_id, "route": req.log["route"],
+                                        "outcome": "skipped"})
+            return Answer(204, None, reason="skipped")
+        if isinstance(action, actions.WakeAction):
+            outcome = await dispatch_wake(action, gw.settings, gw.store, gw.clock)
+            if outcome.mode == "now":
+                gw.on_enqueue(0.3)
+            info_line("hook.accepted", {"request_id": req.request_id, "route": req.log["route"],
+                                        "mode": outcome.mode, "outcome": outcome.outcome})
+            return json_answer(200, {"ok": True, "mode": outcome.mode, "eventOutcome": outcome.outcome})
+        prepared = prepare_agent(action, gw.settings, external_source=resolved.external_source,
+                                 wrap=resolved.wrap)
+        key = actions.idempotency_key(self.idempotency_headers(req), fields(payload))
+        done = await dispatch_agent(prepared, path=sub_path, idempotency_key=key, settings=gw.settings,
+                                    store=gw.store, clock=gw.clock)
+        return self.agent_answer(req, done.run_id, done.replayed, done.agent_id)
+
+    def _transform_histogram(self, mapping_id: str) -> Callable[[float], None]:
+        observe = self._transform_observers.get(mapping_id)
+        if observe is None:
+            if len(self._transform_observers) > 1024:
+                self._transform_observers.clear()
+            observe = self.gw.metrics.transform_duration.labels(mapping_id).observe
+            self._transform_observers[mapping_id] = observe
+        return observe
 
     def idempotency_headers(self, req: Request) -> tuple[str | None, ...]:
         compat = self.gw.settings.gateway.accept_openclaw_headers

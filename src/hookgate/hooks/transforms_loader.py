@@ -1,0 +1,232 @@
+"""Import, cache and call Python transforms (hooks.md §6.5, §6.6).
+
+Modules are imported by file path under a private name (the transforms directory never joins
+``sys.path``), cached per (absolute path, export) and re-imported when the file's modification time,
+size or inode changes. The containment and symlink checks run again on every (re)import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import inspect
+import itertools
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hookgate.config.paths import ContainmentError, check_contained
+from hookgate.config.settings import MappingSettings
+
+NO_FUNCTION = "hook transform module must export a function"
+_RELOAD = object()  # the file changed since the import: load again, then call
+_counter = itertools.count(1)
+
+
+class TransformFailed(Exception):
+    """A transform could not be loaded, raised, timed out or returned a bad value (→ 500).
+
+    ``kind`` is the exception type name logged as ``hook.mapping_failed``; ``detail`` is for
+    ``hookgate hooks test`` only (it may quote the transform's own error message).
+    """
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    signature: tuple[int, int, int]
+    fn: Callable[..., Any]
+
+
+def _signature(path: str) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _find_function(module: Any, export: str | None) -> Callable[..., Any]:
+    names = (export,) if export else ("transform", "default")
+    for name in names:
+        fn = module.__dict__.get(name)
+        if callable(fn):
+            return fn  # type: ignore[no-any-return]
+    raise TransformFailed("TransformExportError", NO_FUNCTION)
+
+
+class TransformLoader:
+    """One per process (the gateway's, or the CLI's). Thread-safe: loading runs in worker threads."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str | None], _Loaded] = {}
+        self._lock = threading.Lock()
+
+    def fresh(self, mapping: MappingSettings) -> Callable[..., Any] | None:
+        """The loaded function when its file is unchanged since the import, else ``None``.
+
+        Lock-free (one ``stat``): the hot path of every call after the first.
+        """
+        path = mapping.transform_module or ""
+        loaded = self._cache.get((path, mapping.transform_export))
+        if loaded is None:
+            return None
+        try:
+            signature = _signature(path)
+        except OSError:
+            return None
+        return loaded.fn if loaded.signature == signature else None
+
+    async def call(
+        self, mapping: MappingSettings, ctx: Any, transforms_dir: str, root: str | None, timeout: float
+    ) -> Any:
+        """Run the mapping's transform on ``ctx`` (import or re-import first when needed).
+
+        The common case is one hop to a worker thread that checks the file and calls the function
+        (an async function's coroutine is then awaited on the loop). When the file is new or has
+        changed, the (re)import runs in a thread first, outside the call's timeout.
+        """
+
+        def invoke(c: Any) -> Any:
+            fn = self.fresh(mapping)
+            return _RELOAD if fn is None else fn(c)
+
+        if self._cache.get((mapping.transform_module or "", mapping.transform_export)) is not None:
+            result = await call_transform(invoke, ctx, timeout)
+            if result is not _RELOAD:
+                return result
+        fn = await asyncio.to_thread(self.load, mapping, transforms_dir, root)
+        return await call_transform(fn, ctx, timeout)
+
+    def load(self, mapping: MappingSettings, transforms_dir: str, root: str | None = None) -> Callable[..., Any]:
+        """The transform function of ``mapping``, (re)importing the module when its file changed."""
+        raw = mapping.transform_module_raw or ""
+        path = mapping.transform_module or ""
+        key = (path, mapping.transform_export)
+        with self._lock:
+            try:
+                signature = _signature(path)
+            except OSError as exc:
+                raise TransformFailed("FileNotFoundError", f"hook transform module not found: {path}") from exc
+            cached = self._cache.get(key)
+            if cached is not None and cached.signature == signature:
+                return cached.fn
+            try:
+                if root is not None:
+                    check_contained(root, os.path.relpath(transforms_dir, root), kind="transformsDir")
+                resolved = check_contained(transforms_dir, raw, kind="module")
+            except ContainmentError as exc:
+                self._cache.pop(key, None)
+                raise TransformFailed("ContainmentError", exc.message) from exc
+            if resolved != path:
+                raise TransformFailed("ContainmentError", f"hook transform module moved: {raw}")
+            module = _import(path)
+            fn = _find_function(module, mapping.transform_export)
+            self._cache[key] = _Loaded(signature, fn)
+            return fn
+
+
+def _import(path: str) -> Any:
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    name = f"_hookgate_transform_{digest}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TransformFailed("ImportError", f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name while executing
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(name, None)
+        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+            raise TransformFailed(type(exc).__name__, str(exc)) from None
+        if isinstance(exc, Exception):
+            raise TransformFailed(type(exc).__name__, str(exc)) from exc
+        raise
+    for old in [k for k in sys.modules if k.startswith(f"_hookgate_transform_{digest}_") and k != name]:
+        sys.modules.pop(old, None)
+    return module
+
+
+class _Pool:
+    """Daemon worker threads for synchronous transforms.
+
+    Lighter than a ``ThreadPoolExecutor`` hop (no concurrent future to chain), and a transform
+    stuck in an endless loop cannot hold up the process's exit: its thread is a daemon. Grows on
+    demand up to ``MAX_THREADS`` (timed-out calls keep their thread until they return).
+    """
+
+    MAX_THREADS = 32
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., Any], Any]]
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[..., Any], arg: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queue.put((loop, future, fn, arg))
+        with self._lock:
+            start = self._idle == 0 and self._threads < self.MAX_THREADS
+            if start:
+                self._threads += 1
+        if start:
+            threading.Thread(target=self._work, name=f"hookgate-transform-{self._threads}", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            loop, future, fn, arg = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+            try:
+                result, error = fn(arg), None
+            except BaseException as exc:  # noqa: BLE001 - reported to the awaiting request, never raised here
+                result, error = None, exc if isinstance(exc, Exception) else TransformFailed(type(exc).__name__, str(exc))
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:  # the loop has closed: nobody is waiting any more
+                pass
+            del loop, future, fn, arg, result, error
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # timed out and cancelled meanwhile
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+_POOL = _Pool()
+
+
+async def call_transform(fn: Callable[..., Any], ctx: Any, timeout: float) -> Any:
+    """Call ``fn(ctx)``: awaited when async, else in a worker thread; at most ``timeout`` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(ctx)
+            else:
+                result = await _POOL.submit(fn, ctx)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+    except TimeoutError:
+        raise TransformFailed("TimeoutError", f"transform took longer than {timeout:g}s") from None
+    except TransformFailed:
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # trusted code, but it must not stop the server
+        raise TransformFailed(type(exc).__name__, str(exc)) from exc
