@@ -21,7 +21,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 HERE = Path(__file__).resolve().parent
 TOKEN = "bench-hooks-token"
@@ -156,14 +156,14 @@ TRANSFORM = """def transform(ctx):
 """
 
 
-def gateway_config(work: Path, db: Path, durability: str) -> Path:
+def gateway_config(work: Path, db: Path, durability: str, channels: dict[str, Any] | None = None) -> Path:
     transforms = work / "hooks" / "transforms"
     transforms.mkdir(parents=True, exist_ok=True)
     (transforms / "bench.py").write_text(TRANSFORM)
     cfg = {
         "storage": {"sqlite": {"path": str(db), "durability": durability}},
         "hooks": {"enabled": True, "token": TOKEN, "mappings": MAPPINGS},
-        "channels": {"console": {}},
+        "channels": channels or {"console": {}},
         "plugins": {"entries": {"webhooks": {"config": {
             "limits": BIG_LIMITS,  # one source address: the limiter is not what is measured
             "routes": {"bench": {"sessionKey": ROUTE_SESSION, "secret": ROUTE_SECRET}},
@@ -177,8 +177,9 @@ def gateway_config(work: Path, db: Path, durability: str) -> Path:
 class Gateway:
     """A `hookgate serve` subprocess on a free port; measures start-to-ready and RSS."""
 
-    def __init__(self, work: Path, db: Path, durability: str, extra: tuple[str, ...] = ()) -> None:
-        self.cfg = gateway_config(work, db, durability)
+    def __init__(self, work: Path, db: Path, durability: str, extra: tuple[str, ...] = (),
+                 channels: dict[str, Any] | None = None) -> None:
+        self.cfg = gateway_config(work, db, durability, channels)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = open(work / f"{db.stem}.log", "wb")  # noqa: SIM115 - closed in __exit__
@@ -369,7 +370,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--durability", default="full", choices=["full", "normal"])
-    ap.add_argument("--only", choices=["hooks", "webhooks", "runs"], help="run one suite")
+    ap.add_argument("--only", choices=["hooks", "webhooks", "runs", "deliveries"], help="run one suite")
     ap.add_argument("--no-worker", action="store_true",
                     help="hooks suite: measure ingest alone (serve --no-worker: runs and heartbeats stay queued)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
@@ -389,6 +390,10 @@ def main() -> int:
         from runs import runs_suite
 
         notes.extend(runs_suite(work, args.durability))
+    if args.only in (None, "deliveries"):
+        from deliveries import deliveries_suite
+
+        notes.extend(deliveries_suite(work, args.durability))
 
     print(f"\nhookgate bench — wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
           f"durability {args.durability}, {os.cpu_count()} cores\n")

@@ -96,6 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
     hooks_test.add_argument("--query", action="append", default=[], metavar="key=value")
     hooks_test.add_argument("--prompt", action="store_true", help="also print the run prompt")
 
+    replay = sub.add_parser("replay", parents=[common], help="re-queue dead deliveries or re-run a hook run")
+    replay_sub = replay.add_subparsers(dest="replay_command", metavar="delivery|deliveries|run", required=True)
+    replay_one = replay_sub.add_parser("delivery", parents=[common], help="re-queue one dead delivery")
+    replay_one.add_argument("delivery_id")
+    replay_many = replay_sub.add_parser("deliveries", parents=[common], help="re-queue matching dead deliveries")
+    replay_many.add_argument("--dead", action="store_true", required=True, help="dead deliveries (required)")
+    replay_many.add_argument("--channel")
+    replay_many.add_argument("--since", type=_duration, help="dead-lettered within this duration (30m, 2h, 7d)")
+    replay_many.add_argument("--dry-run", action="store_true")
+    replay_run = replay_sub.add_parser("run", parents=[common], help="enqueue a terminal hook run again")
+    replay_run.add_argument("run_id")
+
     secrets_p = sub.add_parser("secrets", parents=[common], help="resolve every secret input")
     secrets_sub = secrets_p.add_subparsers(dest="secrets_command", metavar="check", required=True)
     secrets_sub.add_parser("check", parents=[common])
@@ -398,7 +410,66 @@ def cmd_flows(args: argparse.Namespace) -> int:
     return _with_store(settings, go)
 
 
+TERMINAL_RUN_STATUSES = ("ok", "error", "timed_out", "skipped", "lost", "cancelled")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """operations.md §1.10: dead deliveries back to pending (attempts reset), or a hook run again."""
+    settings = _load(args)
+    now = int(time.time() * 1000)
+
+    async def go(store: Any) -> int:
+        if args.replay_command == "delivery":
+            def requeue_one(tx: Any) -> str | None:
+                status = tx.delivery_status(args.delivery_id)
+                if status == "dead":
+                    tx.requeue_delivery(args.delivery_id, now)
+                return status  # type: ignore[no-any-return]
+
+            status = await store.flow_write(requeue_one)
+            if status is None:
+                print(f"delivery {args.delivery_id} not found", file=sys.stderr)
+                return EXIT_FAILED
+            if status != "dead":
+                print(f"delivery {args.delivery_id} is {status}; only dead deliveries can be replayed", file=sys.stderr)
+                return EXIT_FAILED
+            print(f"requeued delivery {args.delivery_id}")
+            return EXIT_OK
+        if args.replay_command == "deliveries":
+            since = None if args.since is None else now - args.since * 1000
+
+            def requeue_many(tx: Any) -> int:
+                ids = tx.dead_deliveries(args.channel, since)
+                if not args.dry_run:
+                    for delivery_id in ids:
+                        tx.requeue_delivery(delivery_id, now)
+                return len(ids)
+
+            n = await store.flow_write(requeue_many)
+            print(f"{'would requeue' if args.dry_run else 'requeued'} {n} deliveries")
+            return EXIT_OK
+        run = await store.get_run(args.run_id)
+        if run is None:
+            print(f"run {args.run_id} not found", file=sys.stderr)
+            return EXIT_FAILED
+        if run.kind != "hook" or run.status not in TERMINAL_RUN_STATUSES:
+            what = f"a {run.kind} run" if run.kind != "hook" else f"{run.status}"
+            print(f"run {args.run_id} is {what}; only terminal hook runs can be replayed", file=sys.stderr)
+            return EXIT_FAILED
+        from hookgate.clock import new_id
+        from hookgate.store.base import NewRun
+
+        new = NewRun(run_id=new_id(), kind="hook", agent_id=run.agent_id, session_key=run.session_key,
+                     name=run.name, inputs=dict(run.inputs), created_at=now)
+        await store.enqueue_hook_run(new, None)
+        print(f"replayed run {run.run_id} as {new.run_id}")
+        return EXIT_OK
+
+    return _with_store(settings, go)
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "replay": cmd_replay,
     "serve": cmd_serve,
     "config": cmd_config,
     "runs": cmd_runs,

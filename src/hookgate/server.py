@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Generator
+from functools import partial
 from typing import IO, Any
 
 import uvicorn
@@ -223,6 +224,11 @@ class Service:
                     tasks, flows = await self.gateway.route_surface.service.sweep(now)
                     if tasks or flows:
                         self.log.info("retention.swept", tasks=tasks, flows=flows)
+                days = self.settings.storage.retention.delivery_days
+                before = now - int(days * 86_400_000)
+                deliveries = await self.gateway.store.flow_write(partial(_sweep_deliveries, before=before))
+                if deliveries:
+                    self.log.info("retention.swept", deliveries=deliveries)
             except HookgateError as exc:
                 self.log.warning("store.error", operation="sweep", error=exc.message)
 
@@ -250,3 +256,7 @@ def run_serve(settings: Settings, reload_settings: Callable[[], Settings], *, bi
 
     service = Service(settings, reload_settings, bind=bind, port=port, out=sys.stdout, worker=worker)
     return uvloop.run(service.run())
+
+
+def _sweep_deliveries(tx: Any, before: int) -> int:
+    return int(tx.delete_finished_deliveries(before))

@@ -68,6 +68,10 @@ class Metrics:
             "hookgate_delivery_latency_seconds", "Delivery created to delivered", ["channel"],
             buckets=_RUN_BUCKETS, registry=r,
         )
+        self.delivery_attempt = Histogram(
+            "hookgate_delivery_attempt_seconds", "One delivery attempt (all parts sent or the failure)",
+            ["channel"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
         self.transform_duration = Histogram(
             "hookgate_transform_duration_seconds", "Transform calls", ["mapping"],
             buckets=_LATENCY_BUCKETS, registry=r,

@@ -53,8 +53,8 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
         delivery = await deliver_reply(ctx, agent_id=agent_id, channel="last", to=None, text=result.reply,
                                        run_id=run_id, session_key=session)
         record = delivery.record
-        if delivery.delivered:
-            outcome = "delivered"
+        if record is not None:
+            outcome = "delivered"  # handed to the delivery job with the turn's commit
         elif not delivery.has_target:
             ctx.log.info("heartbeat.undelivered", agent_id=agent_id, run_id=run_id)
     now = ctx.clock.now_ms()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from hookgate.flows.ports import FlowTx
-from hookgate.store.base import DeliveryRecord, NewRun
+from hookgate.store.base import DeliveryJob, DeliveryRecord, NewRun
 
 
 class RuntimeTx(FlowTx, Protocol):
@@ -52,6 +52,34 @@ class RuntimeTx(FlowTx, Protocol):
 
     def run_deliveries(self, run_id: str) -> list[dict[str, Any]]:
         """The run's deliveries with their attempts, for ``runs show``."""
+
+    # delivery jobs (model.md §10.4, operations.md §4.4)
+    def claim_deliveries(self, instance: str, now_ms: int, lease_until: int, limit: int) -> list[str]:
+        """Lease due deliveries: only the oldest pending one of each (channel, target)."""
+
+    def renew_delivery_lease(self, delivery_id: str, instance: str, lease_until: int) -> bool: ...
+
+    def release_delivery(self, delivery_id: str, instance: str) -> None: ...
+
+    def get_delivery(self, delivery_id: str) -> DeliveryJob | None: ...
+
+    def delivery_part_sent(self, delivery_id: str, parts_sent: int, message_id: str | None, now_ms: int) -> None:
+        """Progress of a split text: the first ``parts_sent`` parts are out (never sent again)."""
+
+    def finish_delivery_attempt(self, delivery_id: str, status: str, next_attempt_at: int | None,
+                                outcome: str, http_status: int | None, error: str | None, now_ms: int) -> None: ...
+
+    def requeue_delivery(self, delivery_id: str, now_ms: int) -> bool: ...
+
+    def delivery_status(self, delivery_id: str) -> str | None: ...
+
+    def dead_deliveries(self, channel: str | None, since_ms: int | None) -> list[str]: ...
+
+    def pending_deliveries(self) -> int: ...
+
+    def next_delivery_due(self) -> int | None: ...
+
+    def delete_finished_deliveries(self, updated_before_ms: int) -> int: ...
 
     def run_transcript(self, run_id: str) -> list[tuple[str, str]]:
         """(role, text) of the messages a run appended: its prompt and reply."""

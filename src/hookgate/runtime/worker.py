@@ -17,22 +17,26 @@ from typing import Any
 import httpx
 
 from hookgate.agents.base import AgentRuntime, build_runtime
+from hookgate.channels.base import ChannelAdapter
+from hookgate.channels.registry import build_adapter
 from hookgate.clock import Clock
-from hookgate.config.settings import AgentSettings, Settings
+from hookgate.config.settings import AgentSettings, ChannelSettings, Settings
 from hookgate.errors import HookgateError
 from hookgate.flows.model import CANCELLED_BY_OPERATOR
 from hookgate.obs.logging import INSTANCE_ID, get_logger
 from hookgate.obs.metrics import Metrics
+from hookgate.runtime.deliveries import DeliveryContext, run_delivery
 from hookgate.runtime.heartbeat import run_heartbeat
 from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.runs import RunContext, execute_run
 from hookgate.store.base import Store
 
 POLL_SECONDS = 1.0
+DELIVERY_CONCURRENCY = 16  # deliveries in flight per worker (each to a different target)
 
 
 class Worker:
-    """Runs, heartbeats; started by ``serve`` unless ``--no-worker``."""
+    """Runs, heartbeats, deliveries; started by ``serve`` unless ``--no-worker``."""
 
     def __init__(self, store: Store, settings: Callable[[], Settings], clock: Clock, metrics: Metrics) -> None:
         self.store = store
@@ -45,6 +49,9 @@ class Worker:
         self._runtimes: dict[str, tuple[AgentSettings, AgentRuntime]] = {}
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._heartbeats: dict[str, asyncio.Task[Any]] = {}
+        self._deliveries: dict[str, asyncio.Task[Any]] = {}
+        self._adapters: dict[str, tuple[ChannelSettings, ChannelAdapter]] = {}
+        self._next_due: int | None = None
         self._wake = asyncio.Event()
         self._stopping = False
         self._aborted: set[str] = set()
@@ -86,7 +93,7 @@ class Worker:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
-        jobs = [*self._running.values(), *self._heartbeats.values()]
+        jobs = [*self._running.values(), *self._heartbeats.values(), *self._deliveries.values()]
         if jobs:
             _, pending = await asyncio.wait(jobs, timeout=timeout)
             for task in pending:
@@ -95,6 +102,8 @@ class Worker:
                 await asyncio.gather(*pending, return_exceptions=True)
         for _, runtime in self._runtimes.values():
             await runtime.aclose()
+        for _, adapter in self._adapters.values():
+            await adapter.aclose()
         await self.http.aclose()
 
     # --- the loop --------------------------------------------------------------------------------
@@ -106,8 +115,11 @@ class Worker:
                 await self._tick()
             except HookgateError as exc:
                 self.log.warning("store.error", operation="worker.tick", error=exc.message)
+            wait = POLL_SECONDS
+            if self._next_due is not None:  # a delivery retry due before the next poll
+                wait = min(wait, max(0.0, (self._next_due - self.clock.now_ms()) / 1000))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     async def _tick(self) -> None:
         settings = self.settings()
@@ -115,31 +127,42 @@ class Worker:
         lease_ms = int(settings.storage.lease_seconds * 1000)
         free = settings.agents.max_concurrent_runs - len(self._running)
 
-        def claim(tx: RuntimeTx) -> tuple[list[str], list[str]]:
-            runs = tx.claim_runs(self.instance, now, now + lease_ms, free) if free > 0 else []
-            return runs, tx.claim_heartbeats(self.instance, now, now + lease_ms)
+        free_deliveries = DELIVERY_CONCURRENCY - len(self._deliveries)
 
-        claimed, agents = await self.store.flow_write(claim)
+        def claim(tx: RuntimeTx) -> tuple[list[str], list[str], list[str]]:
+            runs = tx.claim_runs(self.instance, now, now + lease_ms, free) if free > 0 else []
+            deliveries = (tx.claim_deliveries(self.instance, now, now + lease_ms, free_deliveries)
+                          if free_deliveries > 0 else [])
+            return runs, tx.claim_heartbeats(self.instance, now, now + lease_ms), deliveries
+
+        claimed, agents, deliveries = await self.store.flow_write(claim)
+        for delivery_id in deliveries:
+            self._deliveries[delivery_id] = asyncio.create_task(
+                self._guard(delivery_id, self._deliver(delivery_id), kind="delivery"))
         for run_id in claimed:
-            self._running[run_id] = asyncio.create_task(self._guard(run_id, self._run(run_id)))
+            self._running[run_id] = asyncio.create_task(self._guard(run_id, self._run(run_id), kind="run"))
         for agent_id in agents:
             if agent_id in self._heartbeats:
                 continue
             self._heartbeats[agent_id] = asyncio.create_task(
-                self._guard(agent_id, self._heartbeat(agent_id), heartbeat=True)
+                self._guard(agent_id, self._heartbeat(agent_id), kind="heartbeat")
             )
-        backlog = await self.store.flow_read(lambda tx: tx.queued_runs(), small=True)
-        self.metrics.queue_backlog.labels("runs").set(backlog)
+        runs_backlog, deliveries_backlog, next_due = await self.store.flow_read(
+            lambda tx: (tx.queued_runs(), tx.pending_deliveries(), tx.next_delivery_due()), small=True)
+        self.metrics.queue_backlog.labels("runs").set(runs_backlog)
+        self.metrics.queue_backlog.labels("deliveries").set(deliveries_backlog)
+        self._next_due = next_due
 
-    async def _guard(self, key: str, job: Awaitable[None], heartbeat: bool = False) -> None:
+    async def _guard(self, key: str, job: Awaitable[None], kind: str) -> None:
+        jobs = {"run": self._running, "heartbeat": self._heartbeats, "delivery": self._deliveries}[kind]
         try:
             await job
         except asyncio.CancelledError:
             raise
         except Exception:
-            self.log.exception("worker.job_failed", job="heartbeat" if heartbeat else "run", key=key)
+            self.log.exception("worker.job_failed", job=kind, key=key)
         finally:
-            (self._heartbeats if heartbeat else self._running).pop(key, None)
+            jobs.pop(key, None)
             self._wake.set()
 
     def runtime_for(self, agent: AgentSettings) -> AgentRuntime:
@@ -148,6 +171,17 @@ class Worker:
             cached = (agent, build_runtime(agent, http=self.http))
             self._runtimes[agent.id] = cached
         return cached[1]
+
+    def adapter_for(self, channel: ChannelSettings) -> ChannelAdapter:
+        cached = self._adapters.get(channel.id)
+        if cached is None or cached[0] is not channel:  # built again after a reload changed the channel
+            cached = (channel, build_adapter(channel, self.http))
+            self._adapters[channel.id] = cached
+        return cached[1]
+
+    def delivery_context(self) -> DeliveryContext:
+        return DeliveryContext(settings=self.settings(), store=self.store, clock=self.clock, metrics=self.metrics,
+                               instance=self.instance, adapter_for=self.adapter_for, log=self.log)
 
     def context(self) -> RunContext:
         return RunContext(settings=self.settings(), store=self.store, clock=self.clock, metrics=self.metrics,
@@ -186,6 +220,18 @@ class Worker:
                 return
             # Orderly shutdown: the attempt is given back (it runs again after the restart).
             await self.store.flow_write(lambda tx: tx.release_run(run_id, self.instance, now))
+            raise
+
+    async def _deliver(self, delivery_id: str) -> None:
+        async def renew(until: int) -> bool:
+            return bool(await self.store.flow_write(
+                lambda tx: tx.renew_delivery_lease(delivery_id, self.instance, until)))
+
+        try:
+            await self._with_lease(renew, run_delivery(self.delivery_context(), delivery_id))
+        except asyncio.CancelledError:
+            # Orderly shutdown: no attempt is consumed; parts already sent stay recorded.
+            await self.store.flow_write(lambda tx: tx.release_delivery(delivery_id, self.instance))
             raise
 
     async def _heartbeat(self, agent_id: str) -> None:

@@ -69,6 +69,27 @@ class DeliveryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class DeliveryJob:
+    """A delivery as the delivery job reads it: the row plus what it needs of its run."""
+
+    delivery_id: str
+    run_id: str
+    agent_id: str
+    channel: str
+    target: str
+    text: str
+    status: str
+    attempts: int
+    parts_sent: int
+    created_at: int
+    leased_by: str | None
+    run_kind: str | None  # hook | task | heartbeat (None: the run was swept)
+    run_name: str | None
+    session_key: str | None
+    run_inputs: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class IdempotencyClaim:
     """A durable hook idempotency record to write with a run (hooks.md §5.4)."""
 

@@ -13,7 +13,7 @@ import msgspec
 from hookgate.flows.model import Flow, Task
 from hookgate.flows.ports import StoredResponse
 from hookgate.runtime.events import prepare_event_text
-from hookgate.store.base import DeliveryRecord, NewRun
+from hookgate.store.base import DeliveryJob, DeliveryRecord, NewRun
 from hookgate.store.sqlite.schema import Q, parse_named_queries
 from hookgate.webhooks.schema import UNSET
 
@@ -278,6 +278,67 @@ class SqliteFlowTx:
         if d.attempt_outcome:
             self._conn.execute(FQ["insert_delivery_attempt"], (d.delivery_id, now_ms, d.attempt_outcome, None, d.error))
 
+    def claim_deliveries(self, instance: str, now_ms: int, lease_until: int, limit: int) -> list[str]:
+        ids = [r[0] for r in self._conn.execute(FQ["claimable_deliveries"], (now_ms, limit)).fetchall()]
+        for delivery_id in ids:
+            self._conn.execute(FQ["claim_delivery"], (delivery_id, instance, lease_until))
+        return ids
+
+    def renew_delivery_lease(self, delivery_id: str, instance: str, lease_until: int) -> bool:
+        return self._conn.execute(FQ["renew_delivery_lease"], (delivery_id, instance, lease_until)).rowcount == 1
+
+    def release_delivery(self, delivery_id: str, instance: str) -> None:
+        self._conn.execute(FQ["release_delivery"], (delivery_id, instance))
+
+    def get_delivery(self, delivery_id: str) -> DeliveryJob | None:
+        row = self._conn.execute(FQ["get_delivery"], (delivery_id,)).fetchone()
+        if row is None:
+            return None
+        return DeliveryJob(
+            delivery_id=row[0], run_id=row[1], agent_id=row[2], channel=row[3], target=row[4], text=row[5],
+            status=row[6], attempts=row[7], parts_sent=row[8], created_at=row[10], leased_by=row[13],
+            run_kind=row[14], run_name=row[15], session_key=row[16],
+            run_inputs=msgspec.json.decode(row[17]) if row[17] else {},
+        )
+
+    def delivery_part_sent(self, delivery_id: str, parts_sent: int, message_id: str | None, now_ms: int) -> None:
+        self._conn.execute(FQ["delivery_part_sent"], (delivery_id, parts_sent, message_id, now_ms))
+
+    def finish_delivery_attempt(self, delivery_id: str, status: str, next_attempt_at: int | None,
+                                outcome: str, http_status: int | None, error: str | None, now_ms: int) -> None:
+        """One attempt's outcome: ``delivered``, ``retry`` (status stays pending) or ``dead``."""
+        self._conn.execute(FQ["finish_delivery_attempt"], (delivery_id, status, next_attempt_at, error, now_ms))
+        self._conn.execute(FQ["insert_delivery_attempt"], (delivery_id, now_ms, outcome, http_status, error))
+
+    def requeue_delivery(self, delivery_id: str, now_ms: int) -> bool:
+        """A dead delivery back to pending with its attempts reset (``hookgate replay``)."""
+        return self._conn.execute(FQ["requeue_delivery"], (delivery_id, now_ms)).rowcount == 1
+
+    def delivery_status(self, delivery_id: str) -> str | None:
+        row = self._conn.execute("SELECT status FROM deliveries WHERE delivery_id = ?", (delivery_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def dead_deliveries(self, channel: str | None, since_ms: int | None) -> list[str]:
+        sql = "SELECT delivery_id FROM deliveries WHERE status = 'dead'"
+        params: list[Any] = []
+        if channel is not None:
+            sql += " AND channel = ?"
+            params.append(channel)
+        if since_ms is not None:
+            sql += " AND updated_at >= ?"
+            params.append(since_ms)
+        return [r[0] for r in self._conn.execute(sql + " ORDER BY seq", params)]
+
+    def pending_deliveries(self) -> int:
+        return int(self._conn.execute(FQ["pending_delivery_count"]).fetchone()[0])
+
+    def next_delivery_due(self) -> int | None:
+        row = self._conn.execute(FQ["next_delivery_due"]).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def delete_finished_deliveries(self, updated_before_ms: int) -> int:
+        return int(self._conn.execute(FQ["delete_finished_deliveries"], (updated_before_ms,)).rowcount)
+
     def run_deliveries(self, run_id: str) -> list[dict[str, Any]]:
         out = []
         for row in self._conn.execute(FQ["run_deliveries"], (run_id,)).fetchall():
@@ -285,6 +346,7 @@ class SqliteFlowTx:
                         for a in self._conn.execute(FQ["delivery_attempts_of"], (row[0],))]
             out.append({"deliveryId": row[0], "channel": row[1], "to": row[2], "status": row[3],
                         "attempts": row[4], "lastError": row[5], "createdAt": row[6], "deliveredAt": row[7],
+                        "nextAttemptAt": row[8], "partsSent": row[9], "messageIds": msgspec.json.decode(row[10]),
                         "attemptLog": attempts})
         return out
 

@@ -140,15 +140,66 @@ SELECT role, text FROM transcript_messages WHERE run_id = ? ORDER BY id
 
 -- name: insert_delivery
 INSERT INTO deliveries (delivery_id, run_id, agent_id, channel, target, text, status, attempts, last_error,
-                        created_at, updated_at, delivered_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, CASE WHEN ?7 = 'delivered' THEN ?10 END)
+                        created_at, updated_at, delivered_at, next_attempt_at, seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, CASE WHEN ?7 = 'delivered' THEN ?10 END,
+        CASE WHEN ?7 = 'pending' THEN ?10 END, (SELECT coalesce(max(seq), 0) + 1 FROM deliveries))
+
+-- name: claimable_deliveries
+-- The head of each (channel, target) queue when it is due and not leased: a delivery that waits
+-- for a retry holds back the later ones for its target only (operations.md §4.4).
+SELECT d.delivery_id FROM deliveries AS d
+WHERE d.status = 'pending' AND d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until <= ?1)
+  AND NOT EXISTS (SELECT 1 FROM deliveries AS e
+                  WHERE e.status = 'pending' AND e.channel = d.channel AND e.target = d.target AND e.seq < d.seq)
+ORDER BY d.next_attempt_at, d.seq
+LIMIT ?2
+
+-- name: claim_delivery
+UPDATE deliveries SET leased_by = ?2, lease_until = ?3 WHERE delivery_id = ?1
+
+-- name: renew_delivery_lease
+UPDATE deliveries SET lease_until = ?3 WHERE delivery_id = ?1 AND leased_by = ?2 AND status = 'pending'
+
+-- name: release_delivery
+UPDATE deliveries SET leased_by = NULL, lease_until = NULL WHERE delivery_id = ?1 AND leased_by = ?2
+
+-- name: get_delivery
+SELECT d.delivery_id, d.run_id, d.agent_id, d.channel, d.target, d.text, d.status, d.attempts, d.parts_sent,
+       d.message_ids, d.created_at, d.next_attempt_at, d.last_error, d.leased_by,
+       r.kind, r.name, r.session_key, r.inputs
+FROM deliveries AS d LEFT JOIN runs AS r ON r.run_id = d.run_id
+WHERE d.delivery_id = ?
+
+-- name: delivery_part_sent
+UPDATE deliveries SET parts_sent = ?2, message_ids = json_insert(message_ids, '$[#]', ?3), updated_at = ?4
+WHERE delivery_id = ?1
+
+-- name: finish_delivery_attempt
+UPDATE deliveries SET status = ?2, attempts = attempts + 1, next_attempt_at = ?3, last_error = ?4,
+    updated_at = ?5, delivered_at = CASE WHEN ?2 = 'delivered' THEN ?5 END, leased_by = NULL, lease_until = NULL
+WHERE delivery_id = ?1
+
+-- name: requeue_delivery
+UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?2, last_error = NULL,
+    leased_by = NULL, lease_until = NULL, updated_at = ?2
+WHERE delivery_id = ?1 AND status = 'dead'
+
+-- name: pending_delivery_count
+SELECT count(*) FROM deliveries WHERE status = 'pending'
+
+-- name: next_delivery_due
+SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending'
+
+-- name: delete_finished_deliveries
+DELETE FROM deliveries WHERE status <> 'pending' AND updated_at <= ?
 
 -- name: insert_delivery_attempt
 INSERT INTO delivery_attempts (delivery_id, at, outcome, http_status, error) VALUES (?1, ?2, ?3, ?4, ?5)
 
 -- name: run_deliveries
-SELECT delivery_id, channel, target, status, attempts, last_error, created_at, delivered_at
-FROM deliveries WHERE run_id = ? ORDER BY created_at, delivery_id
+SELECT delivery_id, channel, target, status, attempts, last_error, created_at, delivered_at, next_attempt_at,
+       parts_sent, message_ids
+FROM deliveries WHERE run_id = ? ORDER BY seq
 
 -- name: delivery_attempts_of
 SELECT at, outcome, http_status, error FROM delivery_attempts WHERE delivery_id = ? ORDER BY id

@@ -1,0 +1,452 @@
+"""The HTTP channels (model.md §10.2): one small class per chat API over one JSON poster.
+
+    HttpAdapter            posts one JSON request per part and classifies the answer (§10.4)
+     ├── TelegramAdapter   POST <apiBaseUrl>/bot<token>/sendMessage        ok: true, result.message_id
+     ├── SlackAdapter      POST <apiBaseUrl>/chat.postMessage, Bearer      ok: true, ts
+     ├── DiscordAdapter    POST <apiBaseUrl>/channels/<to>/messages, Bot   id
+     ├── MattermostAdapter POST <baseUrl>/api/v4/posts, Bearer             id
+     ├── MsTeamsAdapter    POST <webhooks[to]>                             (no id)
+     ├── GoogleChatAdapter POST <webhooks[to]>                             name
+     ├── LineAdapter       POST <apiBaseUrl>/v2/bot/message/push, Bearer   sentMessages[0].id
+     ├── WhatsAppAdapter   POST <apiBaseUrl>/<phoneNumberId>/messages      messages[0].id
+     ├── SignalAdapter     POST <baseUrl>/v2/send                          timestamp
+     ├── WebhookAdapter    POST <url>, Standard Webhooks signature         (no id), any 2xx
+     └── ImessageAdapter   POST <serverUrl>/api/v1/message/text?password=  status: 200, data.guid
+
+Failures become ``DeliveryError``: connection errors, timeouts, HTTP 408, 429 and 5xx are retryable
+(with ``retry_after`` from ``Retry-After`` or Telegram's ``parameters.retry_after``); any other
+answer is not. Error texts name the channel, the status and the API's own description (cut short,
+with every configured secret value masked); never a URL (tokens live in some), the message text or
+an httpx exception's text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import hashlib
+import hmac
+import math
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from hookgate import __version__
+from hookgate.channels.base import (
+    HTTP_TIMEOUT_SECONDS,
+    MAX_CHARS,
+    DeliveryError,
+    Envelope,
+    SentCallback,
+    split_text,
+)
+from hookgate.config.schema import CHANNEL_SCHEMAS
+from hookgate.config.settings import ChannelSettings
+from hookgate.config.validate import MISSING
+from hookgate.webhooks.auth import _webhook_key
+
+DESCRIPTION_MAX_CHARS = 200
+USER_AGENT = f"hookgate/{__version__}"
+RETRYABLE_STATUSES = frozenset({408, 429})
+MASK = "***"
+
+
+# --- pure helpers (unit-tested) -------------------------------------------------------------------
+
+def retryable_status(status: int) -> bool:
+    """model.md §10.4: HTTP 408, 429 and 5xx are worth another attempt; anything else is final."""
+    return status in RETRYABLE_STATUSES or 500 <= status <= 599
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """A ``Retry-After`` value (delay seconds or an HTTP-date) as seconds from ``now``; None if unusable."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - now
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def clip(text: str, limit: int = DESCRIPTION_MAX_CHARS) -> str:
+    """Whitespace collapsed, cut to ``limit`` characters (an ellipsis marks the cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def mask(text: str, secrets: Sequence[str]) -> str:
+    """Every occurrence of every secret value replaced by ``***`` (longest first)."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def dig(value: Any, *path: str | int) -> Any:
+    """``value[p0][p1]…`` through dicts and lists; None as soon as a step is missing."""
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(value, list) or not -len(value) <= step < len(value):
+                return None
+        elif not isinstance(value, dict):
+            return None
+        value = value[step] if isinstance(step, int) else value.get(step)
+    return value
+
+
+def describe(answer: Any) -> str | None:
+    """The API's own error text from a decoded JSON answer, if it has one in a usual place."""
+    for path in (("description",), ("error", "message"), ("error", "error"), ("error",), ("message",)):
+        found = dig(answer, *path)
+        if isinstance(found, str) and found.strip():
+            return found
+    return None
+
+
+def _as_id(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    return str(value)
+
+
+# --- the shared poster ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    url: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] | None = None
+
+
+class HttpAdapter:
+    """Post each part as one JSON request; subclasses say what to post and where the id is."""
+
+    channel: str
+    id_path: tuple[str | int, ...] | None = None  # where the answer carries the message id
+    ok_flag = False  # the API answers 2xx with ``ok: false`` on errors (telegram, slack)
+    retryable_errors: frozenset[str] = frozenset()  # ``error`` values of an ok: false that are transient
+
+    def __init__(self, cfg: ChannelSettings, http: httpx.AsyncClient, *, timeout: float = HTTP_TIMEOUT_SECONDS,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.http = http
+        self.timeout = timeout
+        self.clock = clock
+
+    def split(self, text: str) -> list[str]:
+        return split_text(text, MAX_CHARS[self.channel])
+
+    async def aclose(self) -> None:
+        return None  # the client belongs to the worker
+
+    async def send(self, to: str, parts: Sequence[str], start: int, envelope: Envelope, sent: SentCallback) -> None:
+        for index in range(start, len(parts)):
+            request = self.build(to, parts[index], envelope)
+            response = await self._post(request)
+            await sent(index, self.accept(response))
+
+    # -- what a subclass provides ------------------------------------------------------------------
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        raise NotImplementedError
+
+    def success(self, answer: Any, response: httpx.Response) -> str | None:
+        """A 2xx answer: the message id, or ``DeliveryError`` when the body says it failed."""
+        if self.ok_flag and (not isinstance(answer, dict) or answer.get("ok") is not True):
+            error = describe(answer) or "unexpected answer"
+            retryable = error in self.retryable_errors
+            retry_after = self._retry_after(answer, response) if retryable else None
+            raise self.error(self._clean(error), retryable=retryable, http_status=response.status_code,
+                             retry_after=retry_after)
+        return _as_id(dig(answer, *self.id_path)) if self.id_path else None
+
+    def body_retry_after(self, answer: Any) -> float | None:
+        return None
+
+    # -- shared plumbing ---------------------------------------------------------------------------
+
+    def error(self, detail: str, *, retryable: bool, http_status: int | None = None,
+              retry_after: float | None = None) -> DeliveryError:
+        return DeliveryError(f"{self.channel}: {detail}", retryable=retryable, http_status=http_status,
+                             retry_after=retry_after)
+
+    def secret(self, key: str, *, required: bool = True) -> str | None:
+        """A resolved secret input; an absent required one or an unresolved one fails the send."""
+        source = self.cfg.secrets.get(key)
+        if source is None:
+            if required:
+                raise self.error(f"{key} is not configured", retryable=False)
+            return None
+        if source.value is None:
+            raise self.error(f"{key}: {source.error or 'unresolved'}", retryable=False)
+        return source.value
+
+    def required_secret(self, key: str) -> str:
+        value = self.secret(key)
+        assert value is not None
+        return value
+
+    def option(self, key: str) -> str:
+        """A string option, else its schema default; neither → a non-retryable failure."""
+        value = self.cfg.options.get(key)
+        if value is None:
+            schema = CHANNEL_SCHEMAS[self.channel].fields.get(key)
+            default = schema.default if schema is not None else MISSING
+            value = None if default is MISSING else default
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"{key} is not configured", retryable=False)
+        return value.strip()
+
+    def base_url(self, key: str) -> str:
+        return self.option(key).rstrip("/")
+
+    def json_request(self, url: str, payload: Any, *, bearer: str | None = None,
+                     params: dict[str, str] | None = None) -> Request:
+        headers = {"content-type": "application/json; charset=utf-8", "user-agent": USER_AGENT}
+        if bearer is not None:
+            headers["authorization"] = f"Bearer {bearer}"
+        return Request(url, msgspec.json.encode(payload), headers, params)
+
+    async def _post(self, request: Request) -> httpx.Response:
+        # ``from None`` throughout: an httpx exception's text (and its chain) holds the URL.
+        try:
+            async with asyncio.timeout(self.timeout):  # the whole exchange, not each phase
+                return await self.http.post(request.url, content=request.body, headers=request.headers,
+                                            params=request.params, timeout=self.timeout)
+        except (httpx.TimeoutException, TimeoutError):
+            raise self.error("timeout", retryable=True) from None
+        except httpx.UnsupportedProtocol:
+            raise self.error("unsupported URL scheme", retryable=False) from None
+        except httpx.InvalidURL:
+            raise self.error("invalid URL", retryable=False) from None
+        except httpx.TransportError:
+            raise self.error("connection error", retryable=True) from None
+
+    def accept(self, response: httpx.Response) -> str | None:
+        answer = _decode(response)
+        status = response.status_code
+        if 200 <= status <= 299:
+            return self.success(answer, response)
+        retryable = retryable_status(status)
+        detail = f"HTTP {status}"
+        text = describe(answer) if answer is not None else _plain_text(response)
+        if text:
+            detail += f": {self._clean(text)}"
+        raise self.error(detail, retryable=retryable, http_status=status,
+                         retry_after=self._retry_after(answer, response) if retryable else None)
+
+    def _retry_after(self, answer: Any, response: httpx.Response) -> float | None:
+        header = parse_retry_after(response.headers.get("retry-after"), self.clock())
+        return header if header is not None else self.body_retry_after(answer)
+
+    def _clean(self, text: str) -> str:
+        secrets = [s.value for s in self.cfg.secrets.values() if s.value]
+        return clip(mask(text, secrets))
+
+
+def _decode(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return msgspec.json.decode(response.content)
+    except msgspec.DecodeError:
+        return None
+
+
+def _plain_text(response: httpx.Response) -> str | None:
+    """A short text/plain error body (Teams answers like that); HTML pages say nothing useful."""
+    if not response.headers.get("content-type", "").lower().startswith("text/plain"):
+        return None
+    return response.content[:1000].decode("utf-8", "replace").strip() or None
+
+
+# --- the channels ---------------------------------------------------------------------------------
+
+class TelegramAdapter(HttpAdapter):
+    channel = "telegram"
+    ok_flag = True
+    id_path = ("result", "message_id")
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        token = self.required_secret("botToken")
+        return self.json_request(f"{self.base_url('apiBaseUrl')}/bot{token}/sendMessage",
+                                 {"chat_id": to, "text": text})
+
+    def body_retry_after(self, answer: Any) -> float | None:
+        value = dig(answer, "parameters", "retry_after")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return None
+        return max(0.0, float(value))
+
+
+class SlackAdapter(HttpAdapter):
+    channel = "slack"
+    ok_flag = True
+    retryable_errors = frozenset({"ratelimited"})
+    id_path = ("ts",)
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        return self.json_request(f"{self.base_url('apiBaseUrl')}/chat.postMessage",
+                                 {"channel": to, "text": text}, bearer=self.required_secret("botToken"))
+
+
+class DiscordAdapter(HttpAdapter):
+    channel = "discord"
+    id_path = ("id",)
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        token = self.required_secret("botToken")
+        request = self.json_request(f"{self.base_url('apiBaseUrl')}/channels/{quote(to, safe='')}/messages",
+                                    {"content": text})
+        # Discord wants a bot User-Agent of this form and the ``Bot`` scheme.
+        request.headers.update({"authorization": f"Bot {token}",
+                                "user-agent": f"DiscordBot (hookgate, {__version__})"})
+        return request
+
+
+class MattermostAdapter(HttpAdapter):
+    channel = "mattermost"
+    id_path = ("id",)
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        return self.json_request(f"{self.base_url('baseUrl')}/api/v4/posts",
+                                 {"channel_id": to, "message": text}, bearer=self.required_secret("token"))
+
+
+class _WebhookMapAdapter(HttpAdapter):
+    """Incoming webhooks: ``webhooks`` maps each target to its own secret URL."""
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        key = f"webhooks.{to}"
+        if key not in self.cfg.secrets:
+            raise self.error(f"unknown target {to}", retryable=False)
+        return self.json_request(self.required_secret(key), {"text": text})
+
+
+class MsTeamsAdapter(_WebhookMapAdapter):
+    channel = "msteams"
+
+
+class GoogleChatAdapter(_WebhookMapAdapter):
+    channel = "googlechat"
+    id_path = ("name",)  # the created message's resource name, spaces/<s>/messages/<m>
+
+
+class LineAdapter(HttpAdapter):
+    channel = "line"
+    id_path = ("sentMessages", 0, "id")
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        return self.json_request(f"{self.base_url('apiBaseUrl')}/v2/bot/message/push",
+                                 {"to": to, "messages": [{"type": "text", "text": text}]},
+                                 bearer=self.required_secret("channelAccessToken"))
+
+
+class WhatsAppAdapter(HttpAdapter):
+    channel = "whatsapp"
+    id_path = ("messages", 0, "id")
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        token = self.required_secret("accessToken")
+        phone_number_id = quote(self.option("phoneNumberId"), safe="")
+        return self.json_request(
+            f"{self.base_url('apiBaseUrl')}/{phone_number_id}/messages",
+            {"messaging_product": "whatsapp", "to": to, "type": "text", "text": {"body": text}},
+            bearer=token,
+        )
+
+
+class SignalAdapter(HttpAdapter):
+    channel = "signal"
+    id_path = ("timestamp",)
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        return self.json_request(f"{self.base_url('baseUrl')}/v2/send",
+                                 {"message": text, "number": self.option("number"), "recipients": [to]})
+
+
+class WebhookBody(msgspec.Struct):
+    channel: str
+    to: str
+    text: str
+    runId: str
+    agentId: str
+    sessionKey: str
+    createdAt: int
+
+
+def standard_webhooks_signature(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """``v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`` with the key as receivers derive it."""
+    signed = f"{webhook_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(_webhook_key(secret), signed, hashlib.sha256).digest()).decode()
+
+
+class WebhookAdapter(HttpAdapter):
+    channel = "webhook"
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        url = self.option("url")
+        secret = self.secret("secret", required=False)
+        body = msgspec.json.encode(WebhookBody("webhook", to, text, envelope.run_id, envelope.agent_id,
+                                               envelope.session_key, envelope.created_at))
+        extra = self.cfg.options.get("headers")
+        headers = {str(k): str(v) for k, v in extra.items()} if isinstance(extra, Mapping) else {}
+        # Configured headers first: they may not replace the content type or the signature.
+        headers = {k: v for k, v in headers.items()
+                   if k.lower() not in {"content-type", "webhook-id", "webhook-timestamp", "webhook-signature"}}
+        headers.setdefault("user-agent", USER_AGENT)
+        headers["content-type"] = "application/json"
+        if secret is not None:
+            timestamp = int(self.clock())
+            headers["webhook-id"] = envelope.delivery_id
+            headers["webhook-timestamp"] = str(timestamp)
+            headers["webhook-signature"] = standard_webhooks_signature(secret, envelope.delivery_id,
+                                                                       timestamp, body)
+        return Request(url, body, headers)
+
+
+class ImessageAdapter(HttpAdapter):
+    """BlueBubbles server REST API; the password goes in the query, as BlueBubbles expects."""
+
+    channel = "imessage"
+    id_path = ("data", "guid")
+
+    def build(self, to: str, text: str, envelope: Envelope) -> Request:
+        password = self.required_secret("password")
+        payload = {"chatGuid": to, "message": text, "method": self.option("method"),
+                   "tempGuid": str(uuid.uuid4())}
+        return self.json_request(f"{self.base_url('serverUrl')}/api/v1/message/text", payload,
+                                 params={"password": password})
+
+    def success(self, answer: Any, response: httpx.Response) -> str | None:
+        if dig(answer, "status") != 200:
+            raise self.error(self._clean(describe(answer) or "unexpected answer"), retryable=False,
+                             http_status=response.status_code)
+        return super().success(answer, response)
+
+
+HTTP_ADAPTERS: dict[str, type[HttpAdapter]] = {
+    cls.channel: cls
+    for cls in (TelegramAdapter, SlackAdapter, DiscordAdapter, MattermostAdapter, MsTeamsAdapter,
+                GoogleChatAdapter, LineAdapter, WhatsAppAdapter, SignalAdapter, WebhookAdapter,
+                ImessageAdapter)
+}
