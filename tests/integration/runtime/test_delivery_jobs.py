@@ -192,10 +192,11 @@ async def test_one_target_at_a_time_in_creation_order(make: Any, receiver: Recei
     receiver.script = [(503, {})]  # the first delivery to "a" fails once
     a1 = await h.add("webhook", "a", "a1")
     a2 = await h.add("webhook", "a", "a2")
-    b1 = await h.add("webhook", "b", "b1")
     a3 = await h.add("webhook", "a", "a3")
-    assert sorted(await h.tick()) == sorted([a1, b1])  # only the head of each target's queue
-    assert await h.tick() == []  # a1 waits for its retry and holds back a2, a3 (b is done)
+    assert await h.tick() == [a1]  # only the head of the target's queue
+    b1 = await h.add("webhook", "b", "b1")
+    assert await h.tick() == [b1]  # a1 waits for its retry and holds back a2, a3 — not b
+    assert await h.tick() == []
     h.clock.advance(1.0)
     assert await h.tick() == [a1]
     assert await h.tick() == [a2]
