@@ -74,19 +74,20 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
     cfg = ctx.settings.channel(job.channel)
     if cfg is None:
         await _failed(ctx, job, DeliveryError(f"channel {job.channel} is not available", retryable=False),
-                      job.parts_sent, None)
+                      job.parts_sent, job.parts_sent, None)
         return
     adapter = ctx.adapter_for(cfg)
     parts = adapter.split(job.text)
-    done = job.parts_sent
+    done = committed = job.parts_sent
     last_id: list[str | None] = [None]
 
     async def sent(index: int, message_id: str | None) -> None:
-        nonlocal done
+        nonlocal done, committed
         done = index + 1
         if done < len(parts):  # the last part's progress commits with the outcome
             now = ctx.clock.now_ms()
             await ctx.store.flow_write(lambda tx: tx.delivery_part_sent(delivery_id, done, message_id, now))
+            committed = done
         else:
             last_id[0] = message_id
 
@@ -98,19 +99,19 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
             await adapter.send(job.target, parts, done, envelope, sent)
     except DeliveryError as exc:
         ctx.metrics.delivery_attempt.labels(job.channel).observe(time.monotonic() - started)
-        await _failed(ctx, job, exc, done, last_id[0])
+        await _failed(ctx, job, exc, done, committed, last_id[0])
         return
     except Exception as exc:  # an adapter bug must not lose the delivery: retry it like a failure
         ctx.log.exception("delivery.adapter_error", delivery_id=job.delivery_id, channel=job.channel)
         await _failed(ctx, job, DeliveryError(f"{job.channel}: internal error ({type(exc).__name__})",
-                                              retryable=True), done, last_id[0])
+                                              retryable=True), done, committed, last_id[0])
         return
     ctx.metrics.delivery_attempt.labels(job.channel).observe(time.monotonic() - started)
     now = ctx.clock.now_ms()
     explicit = explicit_channel(job)
 
     def commit(tx: RuntimeTx) -> None:
-        if done > job.parts_sent:
+        if done > committed:
             tx.delivery_part_sent(delivery_id, done, last_id[0], now)
         tx.finish_delivery_attempt(delivery_id, "delivered", None, "delivered", None, None, now)
         if explicit:
@@ -123,7 +124,7 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
                  attempt=job.attempts + 1, parts=len(parts))
 
 
-async def _failed(ctx: DeliveryContext, job: DeliveryJob, exc: DeliveryError, done: int,
+async def _failed(ctx: DeliveryContext, job: DeliveryJob, exc: DeliveryError, done: int, committed: int,
                   last_message_id: str | None) -> None:
     cfg = ctx.settings.channel(job.channel)
     max_attempts = cfg.retry_max_attempts if cfg is not None else 1
@@ -142,7 +143,7 @@ async def _failed(ctx: DeliveryContext, job: DeliveryJob, exc: DeliveryError, do
             wake = f"hook:{job.run_id}"
 
     def commit(tx: RuntimeTx) -> None:
-        if done > job.parts_sent:
+        if done > committed:
             tx.delivery_part_sent(job.delivery_id, done, last_message_id, now)
         tx.finish_delivery_attempt(job.delivery_id, "dead" if dead else "pending", next_at,
                                    "dead" if dead else "retry", exc.http_status, exc.message, now)
