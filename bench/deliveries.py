@@ -31,13 +31,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from run import TOKEN, Gateway
+from runs import pct
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
 class Receiver:
@@ -52,7 +48,7 @@ class Receiver:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 now = time.monotonic()
                 run_id = json.loads(body).get("runId")

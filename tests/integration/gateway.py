@@ -172,6 +172,17 @@ def iter_lines(text: str) -> Iterator[str]:
     yield from (line for line in text.splitlines() if line.strip())
 
 
+def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """Poll ``check`` until it returns something truthy (which is returned)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
 def hooks_config(**hooks: Any) -> dict[str, Any]:
     """Config ``H`` of hooks.md §9: hooks enabled with token ``hook-secret``, agents main and hooks."""
     cfg: dict[str, Any] = {

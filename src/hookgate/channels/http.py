@@ -51,7 +51,7 @@ from hookgate.channels.base import (
 from hookgate.config.schema import CHANNEL_SCHEMAS
 from hookgate.config.settings import ChannelSettings
 from hookgate.config.validate import MISSING
-from hookgate.webhooks.auth import _webhook_key
+from hookgate.signing import standard_webhooks_key
 
 DESCRIPTION_MAX_CHARS = 200
 USER_AGENT = f"hookgate/{__version__}"
@@ -397,7 +397,7 @@ class WebhookBody(msgspec.Struct):
 def standard_webhooks_signature(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
     """``v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`` with the key as receivers derive it."""
     signed = f"{webhook_id}.{timestamp}.".encode() + body
-    return "v1," + base64.b64encode(hmac.new(_webhook_key(secret), signed, hashlib.sha256).digest()).decode()
+    return "v1," + base64.b64encode(hmac.new(standard_webhooks_key(secret), signed, hashlib.sha256).digest()).decode()
 
 
 class WebhookAdapter(HttpAdapter):

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from hookgate.config.names import is_templated
 from hookgate.config.paths import transforms_root
 from hookgate.config.settings import MappingSettings, Settings
 from hookgate.errors import RequestError
@@ -29,7 +30,7 @@ from hookgate.hooks.actions import (
 )
 from hookgate.hooks.dispatch import ExternalSource, PreparedRun, prepare_agent
 from hookgate.hooks.payload import Payload, decode_hook_body, fields, trimmed_str
-from hookgate.hooks.templates import TemplateContext, is_templated, render
+from hookgate.hooks.templates import TemplateContext, render
 from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
 from hookgate.runtime.events import sanitize_system_text
 from hookgate.runtime.prompts import hook_prompt

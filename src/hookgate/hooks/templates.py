@@ -174,7 +174,3 @@ def compile_template(template: str) -> Template:
 def render(template: str, ctx: TemplateContext) -> str:
     """Replace every placeholder; all other text is literal (no escaping, no filters)."""
     return compile_template(template).render(ctx)
-
-
-def is_templated(value: str | None) -> bool:
-    return value is not None and PLACEHOLDER.search(value) is not None

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class DeliveryOutcome:
     has_target: bool
-    delivered: bool | None  # None: not (yet) attempted — always, now that sending is a job
-    record: DeliveryRecord | None = None  # the delivery-log row to commit with the run
+    record: DeliveryRecord | None = None  # the ``pending`` delivery-log row to commit with the run
 
 
 def resolve_target(ctx: RunContext, tx: RuntimeTx, agent_id: str, channel: str, to: str | None
@@ -43,8 +42,8 @@ def resolve_target(ctx: RunContext, tx: RuntimeTx, agent_id: str, channel: str, 
     return f"no last route for agent {agent_id}"
 
 
-async def deliver_reply(ctx: RunContext, *, agent_id: str, channel: str, to: Any, text: str, run_id: str,
-                        session_key: str) -> DeliveryOutcome:
+async def deliver_reply(ctx: RunContext, *, agent_id: str, channel: str, to: Any, text: str,
+                        run_id: str) -> DeliveryOutcome:
     """Resolve the target; with one, the ``pending`` delivery row to commit with the run."""
     requested_to = to if isinstance(to, str) and to else None
     target = await ctx.store.flow_read(
@@ -52,7 +51,7 @@ async def deliver_reply(ctx: RunContext, *, agent_id: str, channel: str, to: Any
     if isinstance(target, str):
         ctx.log.info("delivery.no_target", run_id=run_id, agent_id=agent_id, reason=target)
         ctx.metrics.deliveries.labels(channel, "no_target").inc()
-        return DeliveryOutcome(False, None)
+        return DeliveryOutcome(False)
     chosen, target_to = target
     record = DeliveryRecord(new_id(), run_id, agent_id, chosen, target_to, text, "pending")
-    return DeliveryOutcome(True, None, record)
+    return DeliveryOutcome(True, record)

@@ -51,7 +51,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     record = None
     if result.status == "ok" and result.reply and not is_silent(result.reply, agent.heartbeat.ack_max_chars):
         delivery = await deliver_reply(ctx, agent_id=agent_id, channel="last", to=None, text=result.reply,
-                                       run_id=run_id, session_key=session)
+                                       run_id=run_id)
         record = delivery.record
         if record is not None:
             outcome = "delivered"  # handed to the delivery job with the turn's commit

@@ -202,19 +202,17 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
     inputs = run.inputs
     settings = ctx.settings
     deliver = bool(inputs.get("deliver", True))
-    delivered: bool | None = None
     has_target = False
     record = None
     if result.status == "ok" and deliver and result.reply and not is_silent(
         result.reply, agent_of(settings, run.agent_id).heartbeat.ack_max_chars
     ):
         outcome = await deliver_reply(ctx, agent_id=run.agent_id, channel=str(inputs.get("channel") or "last"),
-                                      to=inputs.get("to"), text=result.reply, run_id=run.run_id,
-                                      session_key=run.session_key)
-        has_target, delivered, record = outcome.has_target, outcome.delivered, outcome.record
+                                      to=inputs.get("to"), text=result.reply, run_id=run.run_id)
+        has_target, record = outcome.has_target, outcome.record
     name = run.name
     summary = hook_summary_event(name=name, status=result.status, reply=result.reply, error=result.error,
-                                 deliver=deliver, delivered=delivered, has_target=has_target,
+                                 deliver=deliver, delivered=None, has_target=has_target,
                                  ack_max_chars=agent_of(settings, run.agent_id).heartbeat.ack_max_chars)
     target_agent = run.agent_id if inputs.get("targetAgentGiven") else settings.agents.default_agent_id
     wake = None

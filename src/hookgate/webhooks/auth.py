@@ -6,13 +6,13 @@ Every comparison is constant-time; the presented values and the secrets never le
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from hookgate.config.settings import RouteAuthSettings
+from hookgate.signing import standard_webhooks_key
 
 HeaderGetter = Callable[[bytes], str | None]
 
@@ -105,15 +105,6 @@ def check_headers(
     return PendingSignature(signature, webhook_id, timestamp)
 
 
-def _webhook_key(secret: str) -> bytes:
-    if secret.startswith("whsec_"):
-        try:
-            return base64.b64decode(secret[6:], validate=True)
-        except (binascii.Error, ValueError):
-            return secret.encode("utf-8")
-    return secret.encode("utf-8")
-
-
 def check_body(auth: RouteAuthSettings, pending: PendingSignature, body: bytes) -> bool:
     """Step 7a: the signature over the **raw** body bytes."""
     matched = False
@@ -126,7 +117,7 @@ def check_body(auth: RouteAuthSettings, pending: PendingSignature, body: bytes) 
     signed = f"{pending.webhook_id}.{pending.timestamp}.".encode() + body
     entries = [e.split(",", 1)[1] for e in pending.signature.split() if e.startswith("v1,")]
     for secret in auth.secrets:
-        expected = base64.b64encode(hmac.new(_webhook_key(secret), signed, hashlib.sha256).digest())
+        expected = base64.b64encode(hmac.new(standard_webhooks_key(secret), signed, hashlib.sha256).digest())
         for entry in entries:
             matched |= constant_time_equal(entry.encode("ascii", "replace"), expected)
     return matched

@@ -6,21 +6,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable
 from typing import Any
 
-from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
 from receiver import Receiver
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def config(url: str, **channel: Any) -> dict[str, Any]:

@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 import pytest_asyncio
-from hookgate.channels.registry import build_adapter
 from receiver import Receiver
 
+from hookgate.channels.registry import build_adapter
 from hookgate.clock import ManualClock, new_id
 from hookgate.config.loader import load_settings
 from hookgate.config.settings import Settings

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
 from typing import Any
 
-from gateway import GatewayFactory, RunningGateway, hooks_config
+from gateway import GatewayFactory, RunningGateway, hooks_config, wait_for
 
 HEADERS = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
 
@@ -25,16 +24,6 @@ def act(gw: RunningGateway, expect: tuple[int, ...] = (200, 202), **body: Any) -
         r = c.post("/plugins/webhooks/ci", json=body, headers=HEADERS)
     assert r.status_code in expect, r.text
     return dict(r.json())
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def task_of(gw: RunningGateway, task_id: str) -> dict[str, Any]:

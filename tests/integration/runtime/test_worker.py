@@ -6,10 +6,9 @@ import json
 import signal
 import sqlite3
 import time
-from collections.abc import Callable
 from typing import Any
 
-from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
 
 
 def db(gw: RunningGateway) -> sqlite3.Connection:
@@ -27,16 +26,6 @@ def run_row(gw: RunningGateway, run_id: str) -> dict[str, Any]:
 def events(gw: RunningGateway) -> list[dict[str, Any]]:
     with db(gw) as conn:
         return [dict(r) for r in conn.execute("SELECT * FROM system_events ORDER BY seq")]
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def post_agent(gw: RunningGateway, **body: Any) -> str:
