@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from typing import Protocol
 
 
@@ -74,5 +73,9 @@ def random_bytes(n: int) -> bytes:
 
 
 def new_id() -> str:
-    """A fresh UUID v4 string."""
-    return str(uuid.UUID(bytes=_pool.take(16), version=4))
+    """A fresh UUID v4 string (formatted directly: ``uuid.UUID`` costs ~2 µs per id)."""
+    b = bytearray(_pool.take(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -72,16 +72,21 @@ class _LineLogger:
     error = critical = exception = warning
 
 
-_ts_cache: list[Any] = [-1, ""]
+_ts_cache: list[Any] = [-1, "", -1, ""]  # second, its text; millisecond, its full stamp
 
 
 def _now_iso() -> str:
-    """ISO-8601 UTC with milliseconds; the seconds part is formatted once per second."""
-    now = time.time()
-    sec = int(now)
-    if sec != _ts_cache[0]:
-        _ts_cache[0], _ts_cache[1] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-    return f"{_ts_cache[1]}.{int((now - sec) * 1000):03d}Z"
+    """ISO-8601 UTC with milliseconds; formatted once per millisecond (many lines share one)."""
+    ms = int(time.time() * 1000)
+    cache = _ts_cache
+    if ms == cache[2]:
+        return cache[3]  # type: ignore[no-any-return]
+    sec = ms // 1000
+    if sec != cache[0]:
+        cache[0], cache[1] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+    stamp = f"{cache[1]}.{ms % 1000:03d}Z"
+    cache[2], cache[3] = ms, stamp
+    return stamp
 
 
 def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

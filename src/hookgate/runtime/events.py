@@ -23,6 +23,8 @@ def _tag(match: re.Match[str]) -> str:
 
 def sanitize_system_text(text: str) -> str:
     """Neutralise spoofed system tags and ``System:`` line prefixes (model.md §4.2)."""
+    if "[" not in text and ":" not in text:  # neither pattern can match: the common case, no regex
+        return text
     text = _TAG.sub(_tag, text)
     return _SYSTEM_LINE.sub(r"\1\2 (untrusted):", text)
 

@@ -70,6 +70,40 @@ async def test_21st_pending_event_drops_the_oldest(make_store: StoreFactory) -> 
     assert sample(metrics, "hookgate_system_events_total", outcome="queued") == 21
 
 
+async def test_cap_drops_the_oldest_pending_not_the_oldest_row(store: SqliteStore) -> None:
+    for i in range(21):
+        await queue(store, f"e{i}")  # e0 dropped
+
+    def consume_e1(conn):  # type: ignore[no-untyped-def]
+        conn.execute("UPDATE system_events SET status = 'consumed' WHERE text = 'e1'")
+
+    await store._write(consume_e1)
+    assert await queue(store, "e21") == ("queued", 0)  # 20 pending again: nothing to drop
+    assert await queue(store, "e22") == ("queued", 1)
+    assert [e.text for e in await store.list_events(status="dropped")] == ["e2", "e0"]
+    pending = await store.list_events(status="pending", limit=100)
+    assert len(pending) == 20 and pending[-1].text == "e3"
+
+
+async def test_a_queue_over_the_cap_is_trimmed_to_it(store: SqliteStore) -> None:
+    """A queue holding more than 20 pending events (written before the cap, or by hand) is trimmed
+    back to the 20 newest by the next event."""
+    await queue(store, "first")
+
+    def overfill(conn):  # type: ignore[no-untyped-def]
+        for i in range(24):
+            conn.execute("INSERT INTO system_events (session_key, text, created_at, status, updated_at) "
+                         "VALUES (?, ?, ?, 'pending', ?)", (MAIN, f"old{i}", NOW, NOW))
+
+    await store._write(overfill)
+    assert await queue(store, "new") == ("queued", 6)
+    pending = await store.list_events(status="pending", limit=100)
+    assert len(pending) == 20
+    assert pending[0].text == "new" and pending[-1].text == "old5"
+    assert {e.text for e in await store.list_events(status="dropped", limit=100)} == {
+        "first", "old0", "old1", "old2", "old3", "old4"}
+
+
 async def test_queues_are_per_session(store: SqliteStore) -> None:
     for i in range(20):
         await queue(store, f"m{i}")

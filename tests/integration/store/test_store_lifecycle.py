@@ -175,3 +175,33 @@ async def test_acknowledged_writes_survive_sigkill(
     stored = await store._read(lambda c: {row[0] for row in c.execute("SELECT text FROM system_events")})
     missing = [t for t in acknowledged if t not in stored]
     assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:5]}"
+
+
+async def test_runs_survive_the_rowid_migration(tmp_path: Path, make_store: StoreFactory) -> None:
+    """A database at schema 4 (runs WITHOUT ROWID) opened by this version keeps every run, unchanged."""
+    from hookgate.store.sqlite.schema import MIGRATIONS, migrate
+
+    path = tmp_path / "hookgate.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    assert migrate(conn, NOW, MIGRATIONS[:4]) == 4
+    conn.execute("INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) "
+                 "VALUES ('agent:main:hook:x', 'main', 'sid', 1, 1)")
+    for i, status in enumerate(["queued", "running", "ok", "error"]):
+        conn.execute(
+            "INSERT INTO runs (run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt,"
+            " created_at, updated_at, reply, leased_by, lease_until) "
+            "VALUES (?, 'hook', 'main', 'agent:main:hook:x', 'sid', 'Hook', '{\"message\":\"m\"}', ?, 1, ?, ?, ?, ?, ?)",
+            (f"run-{i}", status, NOW - i, NOW - i, f"reply {i}", "w1" if status == "running" else None,
+             NOW + 5000 if status == "running" else None),
+        )
+    before = conn.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
+    conn.close()
+
+    store = await make_store(path=path)
+    after = await store._read(lambda c: c.execute("SELECT * FROM runs ORDER BY run_id").fetchall())
+    assert after == before
+    table_sql = await store._read(lambda c: c.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()[0])
+    assert "WITHOUT ROWID" not in table_sql
+    assert (await store.get_run("run-2")).reply == "reply 2"  # type: ignore[union-attr]
+    assert [r.run_id for r in await store.list_runs(statuses=["queued", "running"])] == ["run-0", "run-1"]

@@ -44,6 +44,7 @@ T = TypeVar("T")
 
 WAKE_DELAY_MS = 250  # model.md §6.2: wake requests within 250 ms coalesce into one turn
 READ_POOL_SIZE = 4
+KNOWN_SESSIONS_MAX = 4096
 
 _encode_json = msgspec.json.Encoder().encode
 _decode_json = msgspec.json.Decoder(dict[str, Any]).decode
@@ -84,6 +85,8 @@ class SqliteStore:
         self._read_lock = threading.Lock()
         self._lock_fd: int | None = None
         self._event_counters: dict[str, Any] = {}
+        # Session keys known to be committed: the hot paths skip the existence check for them.
+        self._known_sessions: set[str] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -247,6 +250,7 @@ class SqliteStore:
             return self.queue_event_sync(conn, session_key, agent_id, text, now_ms, wake_reason)
 
         result = await self._write(op)
+        self._known_session(session_key)
         self._count_event(result.outcome)
         if result.dropped:
             self._count_event("dropped", result.dropped)
@@ -259,14 +263,18 @@ class SqliteStore:
         """The queue rules of model.md §4.1 inside the caller's transaction (text already prepared)."""
         self._ensure_session(conn, session_key, agent_id, None, now_ms)
         # Few statements and single-row results: each sqlite3 step costs a GIL round trip.
-        newest = conn.execute(Q["newest_pending_event_text"], (session_key,)).fetchone()
-        if newest is not None and newest[0] == text:
+        newest, pending, oldest = conn.execute(Q["pending_event_head"], (session_key,)).fetchone()
+        if newest == text:
             result = WakeResult("coalesced", 0)
         else:
             conn.execute(Q["insert_event"], (session_key, text, now_ms))
-            dropped = conn.execute(
-                Q["drop_excess_pending_events"], (session_key, MAX_PENDING_EVENTS, now_ms)
-            ).rowcount
+            dropped = 0
+            if pending == MAX_PENDING_EVENTS:  # full: the new one pushes the oldest out
+                dropped = conn.execute(Q["drop_event"], (oldest, now_ms)).rowcount
+            elif pending > MAX_PENDING_EVENTS:  # more than the cap (kept by an older version): trim
+                dropped = conn.execute(
+                    Q["drop_excess_pending_events"], (session_key, MAX_PENDING_EVENTS, now_ms)
+                ).rowcount
             result = WakeResult("queued", dropped)
         if wake_reason is not None:
             _record_wake(conn, agent_id, wake_reason, now_ms)
@@ -279,10 +287,19 @@ class SqliteStore:
                 counter = self._event_counters[outcome] = self._metrics.system_events.labels(outcome=outcome)
             counter.inc(n)
 
+    def _known_session(self, key: str) -> None:
+        """Remember a session key whose record is committed (session records are never deleted)."""
+        known = self._known_sessions
+        if len(known) >= KNOWN_SESSIONS_MAX:
+            known.clear()
+        known.add(key)
+
     def _ensure_session(
         self, conn: sqlite3.Connection, key: str, agent_id: str, session_id: str | None, now_ms: int
     ) -> None:
         """Create the session record on first use (a fresh transcript id only when it is new)."""
+        if key in self._known_sessions:
+            return
         if conn.execute(Q["session_exists"], (key,)).fetchone() is None:
             conn.execute(Q["insert_session"], (key, agent_id, session_id or self._ids(), now_ms))
 

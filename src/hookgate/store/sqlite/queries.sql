@@ -33,14 +33,20 @@ INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) VALUES 
 SELECT key, agent_id, session_id, spawned_by, last_channel, last_to, created_at, updated_at
 FROM sessions WHERE key = ?;
 
--- name: newest_pending_event_text
-SELECT text FROM system_events
-WHERE session_key = ? AND status = 'pending'
-ORDER BY seq DESC LIMIT 1;
+-- name: pending_event_head
+-- The newest pending text (coalescing), how many are pending and the oldest one's seq (the cap).
+SELECT
+    (SELECT text FROM system_events WHERE session_key = ?1 AND status = 'pending' ORDER BY seq DESC LIMIT 1),
+    (SELECT count(*) FROM system_events WHERE session_key = ?1 AND status = 'pending'),
+    (SELECT min(seq) FROM system_events WHERE session_key = ?1 AND status = 'pending');
 
 -- name: insert_event
 INSERT INTO system_events (session_key, text, created_at, status, updated_at)
 VALUES (?1, ?2, ?3, 'pending', ?3);
+
+-- name: drop_event
+-- The usual case of the cap: one event over it, the oldest pending one (by its seq) is dropped.
+UPDATE system_events SET status = 'dropped', updated_at = ?2 WHERE seq = ?1;
 
 -- name: drop_excess_pending_events
 -- ?2 = how many pending events a session keeps; older ones become `dropped`.
