@@ -7,6 +7,7 @@ filesystem (``realpath`` of the nearest existing ancestor) and never caches.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import Literal
 
 ContainmentKind = Literal["transformsDir", "module"]
@@ -20,6 +21,7 @@ class ContainmentError(ValueError):
         self.message = message
 
 
+@lru_cache(maxsize=64)
 def transforms_root(config_dir: str) -> str:
     """The transforms root: ``<config dir>/hooks/transforms`` (absolute)."""
     return os.path.join(os.path.abspath(config_dir), "hooks", "transforms")

@@ -75,9 +75,15 @@ class Lazy(Mapping[str, str]):
         self._data: dict[str, str] = {}
 
     def _get(self) -> dict[str, str]:
-        if self._build is not None:
-            self._data, self._build = self._build(), None
+        # A transform may read it in its worker thread: two first reads both build, never fail.
+        build = self._build
+        if build is not None:
+            self._data = build()
+            self._build = None
         return self._data
+
+    def __repr__(self) -> str:
+        return repr(self._get())
 
     def __getitem__(self, key: str) -> str:
         return self._get()[key]
@@ -90,11 +96,6 @@ class Lazy(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._get())
-
-
-def as_dict(m: Mapping[str, str]) -> dict[str, str]:
-    """The mapping as a plain dict; a ``Lazy`` one hands over the dict it built (nobody mutates it)."""
-    return m._get() if isinstance(m, Lazy) else dict(m)
 
 
 def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -301,8 +302,9 @@ async def _run_transform(
         raise TransformFailed("RecursionError", "payload nested too deeply to copy") from None
     ctx = TransformContext(
         payload=payload,
-        headers=MappingProxyType(as_dict(rctx.headers)),
-        query=MappingProxyType(as_dict(rctx.query)),
+        # read-only views, built only if the transform looks at them
+        headers=rctx.headers if isinstance(rctx.headers, Lazy) else MappingProxyType(dict(rctx.headers)),
+        query=rctx.query if isinstance(rctx.query, Lazy) else MappingProxyType(dict(rctx.query)),
         path=rctx.sub_path,
         url=rctx.url,
         mapping_id=mapping.id,

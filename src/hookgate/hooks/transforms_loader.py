@@ -12,10 +12,13 @@ import hashlib
 import importlib.util
 import inspect
 import itertools
+import math
 import os
 import queue
 import sys
 import threading
+import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +27,6 @@ from hookgate.config.paths import ContainmentError, check_contained
 from hookgate.config.settings import MappingSettings
 
 NO_FUNCTION = "hook transform module must export a function"
-_RELOAD = object()  # the file changed since the import: load again, then call
 _counter = itertools.count(1)
 
 
@@ -45,6 +47,7 @@ class TransformFailed(Exception):
 class _Loaded:
     signature: tuple[int, int, int]
     fn: Callable[..., Any]
+    is_async: bool
 
 
 def _signature(path: str) -> tuple[int, int, int]:
@@ -69,10 +72,14 @@ class TransformLoader:
         self._lock = threading.Lock()
 
     def fresh(self, mapping: MappingSettings) -> Callable[..., Any] | None:
-        """The loaded function when its file is unchanged since the import, else ``None``.
+        """The loaded function when its file is unchanged since the import, else ``None``."""
+        loaded = self._fresh(mapping)
+        return None if loaded is None else loaded.fn
 
-        Lock-free (one ``stat``): the hot path of every call after the first.
-        """
+    def _fresh(self, mapping: MappingSettings) -> _Loaded | None:
+        # Lock-free, one ``stat``: the hot path of every call after the first. It runs on the event
+        # loop, not in the worker thread: a ``stat`` there would release the GIL and make the worker
+        # win it back from a busy loop a second time per call.
         path = mapping.transform_module or ""
         loaded = self._cache.get((path, mapping.transform_export))
         if loaded is None:
@@ -81,31 +88,27 @@ class TransformLoader:
             signature = _signature(path)
         except OSError:
             return None
-        return loaded.fn if loaded.signature == signature else None
+        return loaded if loaded.signature == signature else None
 
     async def call(
         self, mapping: MappingSettings, ctx: Any, transforms_dir: str, root: str | None, timeout: float
     ) -> Any:
         """Run the mapping's transform on ``ctx`` (import or re-import first when needed).
 
-        The common case is one hop to a worker thread that checks the file and calls the function
-        (an async function's coroutine is then awaited on the loop). When the file is new or has
+        The common case is a ``stat`` of the file and one hop to a worker thread that calls the
+        function (an ``async def`` one is awaited on the loop instead). When the file is new or has
         changed, the (re)import runs in a thread first, outside the call's timeout.
         """
-
-        def invoke(c: Any) -> Any:
-            fn = self.fresh(mapping)
-            return _RELOAD if fn is None else fn(c)
-
-        if self._cache.get((mapping.transform_module or "", mapping.transform_export)) is not None:
-            result = await call_transform(invoke, ctx, timeout)
-            if result is not _RELOAD:
-                return result
-        fn = await asyncio.to_thread(self.load, mapping, transforms_dir, root)
-        return await call_transform(fn, ctx, timeout)
+        loaded = self._fresh(mapping)
+        if loaded is None:
+            loaded = await asyncio.to_thread(self._load, mapping, transforms_dir, root)
+        return await call_transform(loaded.fn, ctx, timeout, is_async=loaded.is_async)
 
     def load(self, mapping: MappingSettings, transforms_dir: str, root: str | None = None) -> Callable[..., Any]:
         """The transform function of ``mapping``, (re)importing the module when its file changed."""
+        return self._load(mapping, transforms_dir, root).fn
+
+    def _load(self, mapping: MappingSettings, transforms_dir: str, root: str | None) -> _Loaded:
         raw = mapping.transform_module_raw or ""
         path = mapping.transform_module or ""
         key = (path, mapping.transform_export)
@@ -116,7 +119,7 @@ class TransformLoader:
                 raise TransformFailed("FileNotFoundError", f"hook transform module not found: {path}") from exc
             cached = self._cache.get(key)
             if cached is not None and cached.signature == signature:
-                return cached.fn
+                return cached
             try:
                 if root is not None:
                     check_contained(root, os.path.relpath(transforms_dir, root), kind="transformsDir")
@@ -128,8 +131,8 @@ class TransformLoader:
                 raise TransformFailed("ContainmentError", f"hook transform module moved: {raw}")
             module = _import(path)
             fn = _find_function(module, mapping.transform_export)
-            self._cache[key] = _Loaded(signature, fn)
-            return fn
+            loaded = self._cache[key] = _Loaded(signature, fn, inspect.iscoroutinefunction(fn))
+            return loaded
 
 
 def _import(path: str) -> Any:
@@ -154,6 +157,62 @@ def _import(path: str) -> Any:
     return module
 
 
+class _Inbox:
+    """One event loop's side of the pool: finished calls and the call deadlines.
+
+    Workers post results here; one ``call_soon_threadsafe`` wakes the loop for every result posted
+    while a drain is pending, so a busy loop is woken once per batch, not once per call. Deadlines
+    share one timer per ``TICK`` (a call times out within ``TICK`` after its limit): an
+    ``asyncio.timeout`` or a timer handle per call costs more than the rest of the hop.
+    """
+
+    TICK = 0.01
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._done: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
+        self._scheduled = False
+        self._buckets: dict[int, set[asyncio.Future[Any]]] = {}
+
+    def post(self, future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+        """From a worker thread."""
+        self._done.append((future, result, error))
+        if not self._scheduled:
+            self._scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # the loop has closed: nobody is waiting any more
+                pass
+
+    def _drain(self) -> None:
+        self._scheduled = False  # before popping: a result posted from now on schedules a new drain
+        done = self._done
+        while done:
+            future, result, error = done.popleft()
+            if future.done():  # timed out meanwhile
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+    def deadline(self, future: asyncio.Future[Any], timeout: float) -> set[asyncio.Future[Any]]:
+        """Fail ``future`` with ``TimeoutError`` once ``timeout`` has passed; returns the set to
+        discard it from when it finished first."""
+        tick = math.ceil((self.loop.time() + timeout) / self.TICK)
+        bucket = self._buckets.get(tick)
+        if bucket is None:
+            bucket = self._buckets[tick] = set()
+            self.loop.call_at(tick * self.TICK, self._expire, tick)
+        bucket.add(future)
+        return bucket
+
+    def _expire(self, tick: int) -> None:
+        for future in self._buckets.pop(tick, ()):
+            if not future.done():
+                future.set_exception(TimeoutError())
+
+
 class _Pool:
     """Daemon worker threads for synchronous transforms.
 
@@ -165,65 +224,70 @@ class _Pool:
     MAX_THREADS = 32
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., Any], Any]]
+        self._queue: queue.SimpleQueue[tuple[_Inbox, asyncio.Future[Any], Callable[..., Any], Any]]
         self._queue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
+        self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
 
-    def submit(self, fn: Callable[..., Any], arg: Any) -> asyncio.Future[Any]:
+    def _inbox(self, loop: asyncio.AbstractEventLoop) -> _Inbox:
+        inbox = self._inboxes.get(loop)
+        if inbox is None:
+            inbox = self._inboxes[loop] = _Inbox(loop)
+        return inbox
+
+    async def call(self, fn: Callable[..., Any], arg: Any, timeout: float) -> Any:
+        """``fn(arg)`` in a worker thread; ``TimeoutError`` after ``timeout`` seconds (the thread is
+        left to finish on its own)."""
         loop = asyncio.get_running_loop()
+        inbox = self._inbox(loop)
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put((loop, future, fn, arg))
+        self._queue.put((inbox, future, fn, arg))
         with self._lock:
             start = self._idle == 0 and self._threads < self.MAX_THREADS
             if start:
                 self._threads += 1
         if start:
             threading.Thread(target=self._work, name=f"hookgate-transform-{self._threads}", daemon=True).start()
-        return future
+        pending = inbox.deadline(future, timeout)
+        try:
+            return await future
+        finally:
+            pending.discard(future)
 
     def _work(self) -> None:
         while True:
             with self._lock:
                 self._idle += 1
-            loop, future, fn, arg = self._queue.get()
+            inbox, future, fn, arg = self._queue.get()
             with self._lock:
                 self._idle -= 1
             try:
                 result, error = fn(arg), None
             except BaseException as exc:  # noqa: BLE001 - reported to the awaiting request, never raised here
                 result, error = None, exc if isinstance(exc, Exception) else TransformFailed(type(exc).__name__, str(exc))
-            try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            except RuntimeError:  # the loop has closed: nobody is waiting any more
-                pass
-            del loop, future, fn, arg, result, error
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # timed out and cancelled meanwhile
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+            inbox.post(future, result, error)
+            del inbox, future, fn, arg, result, error
 
 
 _POOL = _Pool()
 
 
-async def call_transform(fn: Callable[..., Any], ctx: Any, timeout: float) -> Any:
+async def call_transform(fn: Callable[..., Any], ctx: Any, timeout: float, *, is_async: bool | None = None) -> Any:
     """Call ``fn(ctx)``: awaited when async, else in a worker thread; at most ``timeout`` seconds."""
+    if is_async is None:
+        is_async = inspect.iscoroutinefunction(fn)
     try:
-        async with asyncio.timeout(timeout):
-            if inspect.iscoroutinefunction(fn):
-                result = await fn(ctx)
-            else:
-                result = await _POOL.submit(fn, ctx)
-            if inspect.isawaitable(result):
+        if is_async:
+            async with asyncio.timeout(timeout):
+                return await fn(ctx)
+        deadline = asyncio.get_running_loop().time() + timeout
+        result = await _POOL.call(fn, ctx, timeout)
+        if inspect.isawaitable(result):  # a plain function that returned a coroutine or a future
+            async with asyncio.timeout_at(deadline):
                 result = await result
-            return result
+        return result
     except TimeoutError:
         raise TransformFailed("TimeoutError", f"transform took longer than {timeout:g}s") from None
     except TransformFailed:

@@ -16,6 +16,7 @@ from hookgate.config.settings import MappingSettings, Settings
 from hookgate.errors import ConfigError, RequestError
 from hookgate.hooks.actions import AgentAction, WakeAction
 from hookgate.hooks.mappings import (
+    Lazy,
     RequestContext,
     base_action,
     external_source,
@@ -231,6 +232,44 @@ def test_transform_context_is_read_only(tmp_path: Path) -> None:
     with pytest.raises(AttributeError):
         ctx.path = "x"  # type: ignore[misc]
     assert repr(SKIP) == "SKIP"
+
+
+def test_transform_gets_lazy_read_only_headers_and_query(tmp_path: Path) -> None:
+    """As the server passes them: built on first use (in the transform's thread), never writable."""
+    transform_file(tmp_path, "h.py", """
+def transform(ctx):
+    if ctx.payload.get("look"):
+        try:
+            ctx.headers["x-new"] = "1"
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("headers were writable")
+        return {"message": f"{ctx.headers['x-who']}|{ctx.headers.get('missing')}|{dict(ctx.query)}|{len(ctx.headers)}"}
+    return {"message": "did not look"}
+""")
+    s = load(tmp_path, mappings=[{"match": {"path": "h"}, "transform": {"module": "h.py"}}])
+    built: list[str] = []
+
+    def headers() -> dict[str, str]:
+        built.append("headers")
+        return request_headers([(b"X-Who", b"Ada"), (b"Accept", b"a"), (b"accept", b"b")])
+
+    def query() -> dict[str, str]:
+        built.append("query")
+        return request_query(b"a=1&a=2")
+
+    def resolve_with(payload: dict[str, Any]) -> Any:
+        m = match_mapping(s.hooks.mappings, "h", payload)
+        assert m is not None
+        ctx = RequestContext(payload, Lazy(headers), Lazy(query), "h", "/hooks/h", 0)
+        return asyncio.run(resolve(m, ctx, s, TransformLoader()))
+
+    assert resolve_with({}).action.message == "did not look"
+    assert built == []
+    assert resolve_with({"look": True}).action.message == "Ada|None|{'a': '2'}|2"
+    assert built == ["headers", "query"]
+    assert repr(Lazy(lambda: {"k": "v"})) == "{'k': 'v'}"
 
 
 def test_export_lookup_and_missing_module(tmp_path: Path) -> None:
