@@ -33,8 +33,8 @@ class FlowTx(Protocol):
 
     def latest_flow(self, owner_key: str, *, active_only: bool) -> Flow | None: ...
 
-    def insert_flow(self, flow: Flow) -> Flow:
-        """Store a new flow; returns it with its creation sequence number."""
+    def insert_flow(self, flow: Flow) -> int:
+        """Store a new flow; returns its creation sequence number."""
 
     def update_flow_if_revision(self, flow: Flow, expected_revision: int) -> bool:
         """Write ``flow`` only while the stored revision is still ``expected_revision``."""

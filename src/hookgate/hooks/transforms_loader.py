@@ -12,11 +12,11 @@ import hashlib
 import importlib.util
 import inspect
 import itertools
-import math
 import os
 import queue
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -162,8 +162,9 @@ class _Inbox:
 
     Workers post results here; one ``call_soon_threadsafe`` wakes the loop for every result posted
     while a drain is pending, so a busy loop is woken once per batch, not once per call. Deadlines
-    share one timer per ``TICK`` (a call times out within ``TICK`` after its limit): an
-    ``asyncio.timeout`` or a timer handle per call costs more than the rest of the hop.
+    are checked by one timer every ``TICK`` while calls are in flight (a call times out within
+    ``TICK`` after its limit): an ``asyncio.timeout`` or a timer handle per call costs more than the
+    rest of the hop.
     """
 
     TICK = 0.01
@@ -172,7 +173,9 @@ class _Inbox:
         self.loop = loop
         self._done: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
         self._scheduled = False
-        self._buckets: dict[int, set[asyncio.Future[Any]]] = {}
+        self._deadlines: dict[asyncio.Future[Any], float] = {}  # the calls in flight
+        self._ticking: asyncio.TimerHandle | None = None
+        self.grow_check: asyncio.TimerHandle | None = None  # the pool's pending look at its threads
 
     def post(self, future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
         """From a worker thread."""
@@ -196,32 +199,42 @@ class _Inbox:
             else:
                 future.set_result(result)
 
-    def deadline(self, future: asyncio.Future[Any], timeout: float) -> set[asyncio.Future[Any]]:
-        """Fail ``future`` with ``TimeoutError`` once ``timeout`` has passed; returns the set to
-        discard it from when it finished first."""
-        tick = math.ceil((self.loop.time() + timeout) / self.TICK)
-        bucket = self._buckets.get(tick)
-        if bucket is None:
-            bucket = self._buckets[tick] = set()
-            self.loop.call_at(tick * self.TICK, self._expire, tick)
-        bucket.add(future)
-        return bucket
+    def deadline(self, future: asyncio.Future[Any], timeout: float) -> None:
+        """Fail ``future`` with ``TimeoutError`` once ``timeout`` has passed, unless ``forget``-ten
+        first."""
+        self._deadlines[future] = self.loop.time() + timeout
+        if self._ticking is None:
+            self._ticking = self.loop.call_later(self.TICK, self._tick)
 
-    def _expire(self, tick: int) -> None:
-        for future in self._buckets.pop(tick, ()):
+    def forget(self, future: asyncio.Future[Any]) -> None:
+        self._deadlines.pop(future, None)
+
+    def _tick(self) -> None:
+        """Every ``TICK`` while calls are in flight (a handful: one scan is cheaper than a timer each)."""
+        now = self.loop.time()
+        expired = [future for future, deadline in self._deadlines.items() if deadline <= now]
+        for future in expired:
+            del self._deadlines[future]
             if not future.done():
                 future.set_exception(TimeoutError())
+        self._ticking = self.loop.call_later(self.TICK, self._tick) if self._deadlines else None
 
 
 class _Pool:
     """Daemon worker threads for synchronous transforms.
 
     Lighter than a ``ThreadPoolExecutor`` hop (no concurrent future to chain), and a transform
-    stuck in an endless loop cannot hold up the process's exit: its thread is a daemon. Grows on
-    demand up to ``MAX_THREADS`` (timed-out calls keep their thread until they return).
+    stuck in an endless loop cannot hold up the process's exit: its thread is a daemon.
+
+    Grows only when the work needs it: a call waiting in the queue starts a new thread (up to
+    ``MAX_THREADS``) when every thread has been busy with its current call for ``GROW_AFTER``
+    seconds — slow or stuck transforms (timed-out calls keep their thread until they return). Quick
+    transforms, however many, are served by one thread: more would only contend for the GIL and
+    hold memory.
     """
 
     MAX_THREADS = 32
+    GROW_AFTER = 0.005
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[_Inbox, asyncio.Future[Any], Callable[..., Any], Any]]
@@ -229,6 +242,7 @@ class _Pool:
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
+        self._busy_since: dict[int, float] = {}  # thread ident → when its current call started
         self._inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
 
     def _inbox(self, loop: asyncio.AbstractEventLoop) -> _Inbox:
@@ -244,29 +258,47 @@ class _Pool:
         inbox = self._inbox(loop)
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.put((inbox, future, fn, arg))
-        with self._lock:
-            start = self._idle == 0 and self._threads < self.MAX_THREADS
-            if start:
-                self._threads += 1
-        if start:
-            threading.Thread(target=self._work, name=f"hookgate-transform-{self._threads}", daemon=True).start()
-        pending = inbox.deadline(future, timeout)
+        self._maybe_grow(inbox)
+        inbox.deadline(future, timeout)
         try:
             return await future
         finally:
-            pending.discard(future)
+            inbox.forget(future)
+
+    def _maybe_grow(self, inbox: _Inbox) -> None:
+        inbox.grow_check = None
+        with self._lock:
+            if self._idle or self._threads >= self.MAX_THREADS or self._queue.empty():
+                return
+            if self._threads == 0:
+                wait = 0.0
+            else:  # a thread between two calls counts as one that just started
+                newest = max(self._busy_since.values(), default=time.monotonic())
+                wait = self.GROW_AFTER - (time.monotonic() - newest)
+            if wait <= 0:
+                self._threads += 1
+                name = f"hookgate-transform-{self._threads}"
+        if wait <= 0:
+            threading.Thread(target=self._work, name=name, daemon=True).start()
+        elif inbox.grow_check is None:  # look again once the newest call has run that long
+            inbox.grow_check = inbox.loop.call_later(wait, self._maybe_grow, inbox)
 
     def _work(self) -> None:
+        me = threading.get_ident()
+        busy = self._busy_since
         while True:
             with self._lock:
                 self._idle += 1
             inbox, future, fn, arg = self._queue.get()
             with self._lock:
                 self._idle -= 1
+                busy[me] = time.monotonic()
             try:
                 result, error = fn(arg), None
             except BaseException as exc:  # noqa: BLE001 - reported to the awaiting request, never raised here
                 result, error = None, exc if isinstance(exc, Exception) else TransformFailed(type(exc).__name__, str(exc))
+            with self._lock:
+                del busy[me]
             inbox.post(future, result, error)
             del inbox, future, fn, arg, result, error
 

@@ -381,6 +381,9 @@ _SCHEMAS: Final[dict[str, tuple[type[Any], tuple[_Field, ...]]]] = {
         ),
     ),
 }
+_KNOWN_KEYS: Final[dict[str, frozenset[str]]] = {
+    name: frozenset({"action", *(spec.key for spec in fields)}) for name, (_, fields) in _SCHEMAS.items()
+}
 
 # --------------------------------------------------------------------------------------------------
 # Primitive checks
@@ -462,7 +465,7 @@ def _check_field(spec: _Field, value: Any) -> Any:
     return _check_enum(spec.key, value, spec.options)
 
 
-def _unknown_keys(body: dict[str, Any], known: set[str]) -> None:
+def _unknown_keys(body: dict[str, Any], known: frozenset[str]) -> None:
     unknown = [key for key in body if key not in known]
     if len(unknown) == 1:
         raise SchemaError(f'Unrecognized key: "{unknown[0]}"')
@@ -508,7 +511,9 @@ def parse_action(body: Any) -> Action:
         parsed = _check_field(spec, body.get(spec.key, UNSET))
         if parsed is not UNSET or spec.kind in ("nstr", "json"):
             values[spec.attr] = parsed
-    _unknown_keys(body, {"action", *(spec.key for spec in fields)})
+    known = _KNOWN_KEYS[name]
+    if not known.issuperset(body):
+        _unknown_keys(body, known)
     _refine(name, values)
     action: Action = cls(**values)
     return action

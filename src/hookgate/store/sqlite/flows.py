@@ -106,11 +106,10 @@ class SqliteFlowTx:
         row = self._conn.execute(f"{_SELECT_FLOW} {clause}", (owner_key,)).fetchone()
         return None if row is None else _flow_from_row(row)
 
-    def insert_flow(self, flow: Flow) -> Flow:
+    def insert_flow(self, flow: Flow) -> int:
         params = _flow_params(flow)
         params.pop("seq")
-        cur = self._conn.execute(_INSERT_FLOW, params)
-        return dataclasses.replace(flow, seq=int(cur.lastrowid or 0))
+        return int(self._conn.execute(_INSERT_FLOW, params).lastrowid or 0)
 
     def update_flow_if_revision(self, flow: Flow, expected_revision: int) -> bool:
         params = _flow_params(flow)

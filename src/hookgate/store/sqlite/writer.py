@@ -22,12 +22,12 @@ fails every waiter of the group with ``StoreUnavailable``: nothing of it was com
 from __future__ import annotations
 
 import asyncio
+import queue
 import sqlite3
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future as ThreadFuture
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from hookgate.errors import StoreUnavailable
@@ -59,6 +59,41 @@ def _resolve(done: list[_Done]) -> None:
             fut.set_exception(value)
 
 
+class _CommitThread:
+    """The one thread ``BEGIN`` waits and ``COMMIT`` run on: a queue and a loop, nothing else.
+
+    (A ``ThreadPoolExecutor`` did the same with a concurrent future, a condition variable and a
+    callback list per call: Python work the commit thread ran holding the GIL, while the event
+    loop, busy with the next group, waited for it.)
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], Callable[[BaseException | None], None]] | None]
+        self._jobs = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="hookgate-store-commit", daemon=True)
+        self._thread.start()
+
+    def run(self, job: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
+        """Run ``job`` on the thread, then ``done(None)`` or ``done(exception)`` there."""
+        self._jobs.put((job, done))
+
+    def stop(self) -> None:
+        """Finish the queued jobs, then end the thread."""
+        self._jobs.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while (item := self._jobs.get()) is not None:
+            job, done = item
+            try:
+                job()
+            except BaseException as exc:  # noqa: BLE001 - handed to the writer on the loop
+                done(exc)
+            else:
+                done(None)
+            del item, job, done
+
+
 class Writer:
     """Owns the only write connection; see the module docstring for the commit protocol."""
 
@@ -80,7 +115,7 @@ class Writer:
         self._errors = metrics.store_errors.labels(backend=_BACKEND) if metrics else None
         self._pending: deque[_Item] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="hookgate-store-commit")
+        self._commits = _CommitThread()
         self._in_flight = False  # a BEGIN or COMMIT runs on the commit thread
         self._scheduled = False
         self._closed = False
@@ -116,7 +151,7 @@ class Writer:
         """Wait until every submitted operation has completed, then close the connection."""
         if self._drained is not None:
             await self._drained.wait()
-        self._executor.shutdown(wait=True)
+        await asyncio.to_thread(self._commits.stop)
         self._conn.close()
 
     # --- the commit protocol -------------------------------------------------------------------------
@@ -136,8 +171,7 @@ class Writer:
                 return
             # Another process (a CLI command) holds the write lock: wait for it off the loop.
             self._in_flight = True
-            begin = self._executor.submit(self._begin_waiting)
-            begin.add_done_callback(lambda f: self._call(self._after_begin, f, batch, started))
+            self._commits.run(self._begin_waiting, lambda exc: self._call(self._after_begin, exc, batch, started))
             return
         self._run(batch, started)
 
@@ -152,9 +186,8 @@ class Writer:
                     raise
                 time.sleep(_LOCK_RETRY_S)
 
-    def _after_begin(self, begin: ThreadFuture[None], batch: list[_Item], started: float) -> None:
+    def _after_begin(self, exc: BaseException | None, batch: list[_Item], started: float) -> None:
         self._in_flight = False
-        exc = begin.exception()
         if exc is not None:
             self._finish(batch, self._fail_all(batch, exc))
             return
@@ -168,9 +201,8 @@ class Writer:
                 self._finish(batch, self._fail_all(batch, None))
                 return
         self._in_flight = True
-        commit = self._executor.submit(self._conn.execute, "COMMIT")
-        commit.add_done_callback(
-            lambda f: self._call(self._after_commit, f, batch, done, started, changes_before)
+        self._commits.run(
+            self._commit, lambda exc: self._call(self._after_commit, exc, batch, done, started, changes_before)
         )
 
     def _call(self, fn: Callable[..., None], *args: Any) -> None:
@@ -181,12 +213,14 @@ class Writer:
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
 
+    def _commit(self) -> None:
+        self._conn.execute("COMMIT")
+
     def _after_commit(
-        self, commit: ThreadFuture[Any], batch: list[_Item], done: list[_Done], started: float,
+        self, exc: BaseException | None, batch: list[_Item], done: list[_Done], started: float,
         changes_before: int,
     ) -> None:
         self._in_flight = False
-        exc = commit.exception()
         if exc is not None:
             self._finish(batch, self._fail_all(batch, exc))
             return
