@@ -176,6 +176,7 @@ class _Inbox:
         self._deadlines: dict[asyncio.Future[Any], float] = {}  # the calls in flight
         self._ticking: asyncio.TimerHandle | None = None
         self.grow_check: asyncio.TimerHandle | None = None  # the pool's pending look at its threads
+        self.wake_pending = False  # the pool's threads are woken at the end of this loop iteration
 
     def post(self, future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
         """From a worker thread."""
@@ -237,8 +238,11 @@ class _Pool:
     GROW_AFTER = 0.005
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[_Inbox, asyncio.Future[Any], Callable[..., Any], Any]]
-        self._queue = queue.SimpleQueue()
+        # Calls wait in a deque; the threads are woken once per event-loop iteration (one token for
+        # all the calls made in it), so a burst of calls costs one thread wake-up and one GIL
+        # hand-over, not one each.
+        self._calls: deque[tuple[_Inbox, asyncio.Future[Any], Callable[..., Any], Any]] = deque()
+        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
@@ -257,18 +261,25 @@ class _Pool:
         loop = asyncio.get_running_loop()
         inbox = self._inbox(loop)
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put((inbox, future, fn, arg))
-        self._maybe_grow(inbox)
+        self._calls.append((inbox, future, fn, arg))
+        if not inbox.wake_pending:
+            inbox.wake_pending = True
+            loop.call_soon(self._wake, inbox)
         inbox.deadline(future, timeout)
         try:
             return await future
         finally:
             inbox.forget(future)
 
+    def _wake(self, inbox: _Inbox) -> None:
+        inbox.wake_pending = False
+        self._tokens.put(None)
+        self._maybe_grow(inbox)
+
     def _maybe_grow(self, inbox: _Inbox) -> None:
         inbox.grow_check = None
         with self._lock:
-            if self._idle or self._threads >= self.MAX_THREADS or self._queue.empty():
+            if self._idle or self._threads >= self.MAX_THREADS or not self._calls:
                 return
             if self._threads == 0:
                 wait = 0.0
@@ -280,27 +291,35 @@ class _Pool:
                 name = f"hookgate-transform-{self._threads}"
         if wait <= 0:
             threading.Thread(target=self._work, name=name, daemon=True).start()
-        elif inbox.grow_check is None:  # look again once the newest call has run that long
+            wait = self.GROW_AFTER
+        if inbox.grow_check is None:  # look again once the newest call has run that long
             inbox.grow_check = inbox.loop.call_later(wait, self._maybe_grow, inbox)
 
     def _work(self) -> None:
         me = threading.get_ident()
         busy = self._busy_since
+        calls = self._calls
         while True:
+            while calls:
+                try:
+                    inbox, future, fn, arg = calls.popleft()
+                except IndexError:  # another thread took the last one
+                    break
+                with self._lock:
+                    busy[me] = time.monotonic()
+                try:
+                    result, error = fn(arg), None
+                except BaseException as exc:  # noqa: BLE001 - reported to the awaiting request, never raised here
+                    result, error = None, exc if isinstance(exc, Exception) else TransformFailed(type(exc).__name__, str(exc))
+                with self._lock:
+                    del busy[me]
+                inbox.post(future, result, error)
+                del inbox, future, fn, arg, result, error
             with self._lock:
                 self._idle += 1
-            inbox, future, fn, arg = self._queue.get()
+            self._tokens.get()
             with self._lock:
                 self._idle -= 1
-                busy[me] = time.monotonic()
-            try:
-                result, error = fn(arg), None
-            except BaseException as exc:  # noqa: BLE001 - reported to the awaiting request, never raised here
-                result, error = None, exc if isinstance(exc, Exception) else TransformFailed(type(exc).__name__, str(exc))
-            with self._lock:
-                del busy[me]
-            inbox.post(future, result, error)
-            del inbox, future, fn, arg, result, error
 
 
 _POOL = _Pool()
