@@ -105,3 +105,43 @@ async def test_list_runs_filters_newest_first(store: SqliteStore) -> None:
     assert [r.run_id for r in await store.list_runs(statuses=["running", "ok"])] == ["b"]
     assert [r.run_id for r in await store.list_runs(since_ms=NOW + 10)] == ["c", "b"]
     assert [r.run_id for r in await store.list_runs(limit=1)] == ["c"]
+
+
+async def test_claim_takes_queued_and_expired_runs_oldest_first(store: SqliteStore) -> None:
+    for i in range(6):
+        await store.enqueue_hook_run(new_run(f"r{i}", created_at=NOW + i), None)
+
+    def setup(conn):  # type: ignore[no-untyped-def]
+        conn.execute("UPDATE runs SET status = 'ok' WHERE run_id = 'r0'")  # finished: never claimed
+        conn.execute("UPDATE runs SET status = 'running', leased_by = 'x', lease_until = ? WHERE run_id = 'r1'",
+                     (NOW - 1,))  # its worker died: claimable again
+        conn.execute("UPDATE runs SET status = 'running', leased_by = 'x', lease_until = ? WHERE run_id = 'r2'",
+                     (NOW + 60_000,))  # alive: not claimable
+        conn.execute("UPDATE runs SET lease_until = ? WHERE run_id = 'r4'", (NOW + 60_000,))  # released, held back
+
+    await store._write(setup)
+    claimed = await store.flow_write(lambda tx: tx.claim_runs("me", NOW, NOW + 30_000, 2))
+    assert claimed == ["r1", "r3"]
+    assert await store.flow_write(lambda tx: tx.claim_runs("me", NOW, NOW + 30_000, 10)) == ["r5"]
+    r1 = await store.get_run("r1")
+    assert r1 is not None and (r1.status, r1.attempt) == ("running", 2)
+
+
+async def test_claiming_reads_only_the_claimable_runs(store: SqliteStore) -> None:
+    """The claim and the backlog count use the partial index of queued/running runs: their cost does
+    not grow with the finished runs kept in the table."""
+    from hookgate.store.sqlite.flows import FQ
+
+    for i in range(300):
+        await store.enqueue_hook_run(new_run(f"done{i}", created_at=NOW + i), None)
+    await store.enqueue_hook_run(new_run("late", created_at=NOW + 1000), None)
+    await store._write(lambda c: c.execute("UPDATE runs SET status = 'ok' WHERE run_id LIKE 'done%'"))
+
+    def plans(conn):  # type: ignore[no-untyped-def]
+        return {name: " | ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + FQ[name], params))
+                for name, params in (("claimable_runs", (NOW, 4)), ("queued_run_count", ()))}
+
+    for name, plan in (await store._read(plans)).items():
+        assert "runs_claimable" in plan and "SCAN runs" not in plan, (name, plan)
+    assert await store.flow_read(lambda tx: tx.queued_runs()) == 1
+    assert await store.flow_write(lambda tx: tx.claim_runs("me", NOW + 2000, NOW + 30_000, 4)) == ["late"]
