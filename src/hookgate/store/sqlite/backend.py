@@ -45,7 +45,6 @@ T = TypeVar("T")
 WAKE_DELAY_MS = 250  # model.md §6.2: wake requests within 250 ms coalesce into one turn
 READ_POOL_SIZE = 4
 KNOWN_SESSIONS_MAX = 4096
-WRITE_CACHE_KIB = 1024
 
 _encode_json = msgspec.json.Encoder().encode
 _decode_json = msgspec.json.Decoder(dict[str, Any]).decode
@@ -117,11 +116,6 @@ class SqliteStore:
             conn = self._connect()
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                # The writer's own page cache: 1 MiB holds the B-tree pages the hot paths touch (the
-                # file itself stays in the OS page cache). SQLite's 2 MiB default only added RSS that
-                # never went back: +3.7 MiB after a burst of agent hooks, +2.5 MiB with this, and no
-                # slower (measured with bench/run.py-style wrk runs).
-                conn.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
                 migrate(conn, self._clock.now_ms())
             except BaseException:
