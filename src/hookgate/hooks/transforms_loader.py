@@ -13,7 +13,6 @@ import importlib.util
 import inspect
 import itertools
 import os
-import queue
 import sys
 import threading
 import time
@@ -238,12 +237,12 @@ class _Pool:
     GROW_AFTER = 0.005
 
     def __init__(self) -> None:
-        # Calls wait in a deque; the threads are woken once per event-loop iteration (one token for
-        # all the calls made in it), so a burst of calls costs one thread wake-up and one GIL
-        # hand-over, not one each.
+        # Calls wait in a deque; waiting threads are notified once per event-loop iteration for all
+        # the calls made in it, so a burst of calls costs one thread wake-up and one GIL hand-over,
+        # not one each. A busy thread takes the next call without being notified.
         self._calls: deque[tuple[_Inbox, asyncio.Future[Any], Callable[..., Any], Any]] = deque()
-        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
         self._threads = 0
         self._idle = 0
         self._busy_since: dict[int, float] = {}  # thread ident → when its current call started
@@ -273,7 +272,9 @@ class _Pool:
 
     def _wake(self, inbox: _Inbox) -> None:
         inbox.wake_pending = False
-        self._tokens.put(None)
+        with self._ready:
+            if self._idle:
+                self._ready.notify(len(self._calls))
         self._maybe_grow(inbox)
 
     def _maybe_grow(self, inbox: _Inbox) -> None:
@@ -300,26 +301,21 @@ class _Pool:
         busy = self._busy_since
         calls = self._calls
         while True:
-            while calls:
-                try:
-                    inbox, future, fn, arg = calls.popleft()
-                except IndexError:  # another thread took the last one
-                    break
-                with self._lock:
-                    busy[me] = time.monotonic()
-                try:
-                    result, error = fn(arg), None
-                except BaseException as exc:  # noqa: BLE001 - reported to the awaiting request, never raised here
-                    result, error = None, exc if isinstance(exc, Exception) else TransformFailed(type(exc).__name__, str(exc))
-                with self._lock:
-                    del busy[me]
-                inbox.post(future, result, error)
-                del inbox, future, fn, arg, result, error
+            with self._ready:
+                while not calls:
+                    self._idle += 1
+                    self._ready.wait()
+                    self._idle -= 1
+                inbox, future, fn, arg = calls.popleft()
+                busy[me] = time.monotonic()
+            try:
+                result, error = fn(arg), None
+            except BaseException as exc:  # noqa: BLE001 - reported to the awaiting request, never raised here
+                result, error = None, exc if isinstance(exc, Exception) else TransformFailed(type(exc).__name__, str(exc))
             with self._lock:
-                self._idle += 1
-            self._tokens.get()
-            with self._lock:
-                self._idle -= 1
+                del busy[me]
+            inbox.post(future, result, error)
+            del inbox, future, fn, arg, result, error
 
 
 _POOL = _Pool()
