@@ -56,7 +56,7 @@ async def test_deadline_fails_the_call_within_a_tick() -> None:
     with pytest.raises(TimeoutError):
         await pool.call(sleepy, 1.0, 0.2)
     elapsed = time.monotonic() - started
-    assert 0.2 <= elapsed < 0.2 + _Inbox.TICK + 0.05
+    assert 0.2 <= elapsed < 0.2 + _Inbox.TICK + 0.1  # scheduling slack on a loaded CI machine
 
 
 async def test_errors_reach_the_caller() -> None:
