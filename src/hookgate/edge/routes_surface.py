@@ -181,7 +181,7 @@ class RoutesSurface:
             m.idempotent_replays.labels("webhooks").inc()
             gw.log.info("webhook.idempotent_replay", request_id=req.request_id, route=route.id, action=name)
         else:
-            m.child(m.flow_actions, name, result.code).inc()
+            m.flow_actions.inc((name, result.code))
         if result.flow_id:
             req.log["flow_id"] = result.flow_id
         return Answer(result.status, result.body, headers, reason=result.code)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import platform
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.utils import floatToGoString
 
 from hookgate import __version__
 
@@ -17,6 +21,63 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 _RUN_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800)
 
 
+class LoopCounter:
+    """A labelled counter for the event loop's per-request paths: plain ints in a dict, turned into
+    samples when scraped. (A ``prometheus_client`` child takes a lock per ``inc``; on the loop nothing
+    else writes, so the lock and the child lookup are pure cost on every request.) Loop thread only."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, list(labelnames)
+        self.values: dict[tuple[str, ...], float] = {}
+        registry.register(self)
+
+    def inc(self, labels: tuple[str, ...], amount: float = 1) -> None:
+        values = self.values
+        values[labels] = values.get(labels, 0) + amount
+
+    def describe(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in list(self.values.items()):
+            family.add_metric(list(labels), value)
+        yield family
+
+
+class LoopHistogram:
+    """A labelled histogram in the manner of ``LoopCounter``: per series, a count per bucket and the sum."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float],
+                 registry: CollectorRegistry) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, list(labelnames)
+        self.bounds = [float(b) for b in buckets]
+        self._les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        self.series: dict[tuple[str, ...], list[float]] = {}  # bucket counts (the last one +Inf), then the sum
+        registry.register(self)
+
+    def observe(self, labels: tuple[str, ...], value: float) -> None:
+        series = self.series.get(labels)
+        if series is None:
+            series = self.series[labels] = [0.0] * (len(self.bounds) + 2)
+        series[bisect_left(self.bounds, value)] += 1  # the first bucket whose bound is >= value
+        series[-1] += value
+
+    def describe(self) -> Iterator[Metric]:
+        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, series in list(self.series.items()):
+            counts, total, cumulative = series[:-1], series[-1], 0.0
+            buckets = []
+            for le, count in zip(self._les, counts, strict=True):
+                cumulative += count
+                buckets.append((le, cumulative))
+            family.add_metric(list(labels), buckets, total)
+        yield family
+
+
 class Metrics:
     """Every hookgate metric. One instance per process, created by the server."""
 
@@ -24,10 +85,10 @@ class Metrics:
         r = self.registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
-        self.requests = Counter(
+        self.requests = LoopCounter(
             "hookgate_requests_total", "Responses by HTTP status", ["surface", "route", "status"], registry=r
         )
-        self.ingest_latency = Histogram(
+        self.ingest_latency = LoopHistogram(
             "hookgate_ingest_latency_seconds",
             "Request start to response written",
             ["surface", "route"],
@@ -46,10 +107,10 @@ class Metrics:
         self.idempotent_replays = Counter(
             "hookgate_idempotent_replays_total", "Replayed responses", ["surface"], registry=r
         )
-        self.flow_actions = Counter(
+        self.flow_actions = LoopCounter(
             "hookgate_flow_actions_total", "TaskFlow action outcomes", ["action", "code"], registry=r
         )
-        self.system_events = Counter(
+        self.system_events = LoopCounter(
             "hookgate_system_events_total", "System event queue activity", ["outcome"], registry=r
         )
         self.queue_backlog = Gauge(
@@ -98,7 +159,6 @@ class Metrics:
         )
         self.build_info.labels(version=__version__, python=platform.python_version()).set(1)
 
-        self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._labelled: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     def child(self, metric: Any, *labels: str) -> Any:
@@ -112,18 +172,9 @@ class Metrics:
         return found
 
     def observe_request(self, surface: str, route: str, status: int, seconds: float) -> None:
-        """Count one response and its latency (children cached: ``labels()`` is slow on the hot path)."""
-        key = (surface, route, str(status))
-        pair = self._children.get(key)
-        if pair is None:
-            if len(self._children) > 10_000:
-                self._children.clear()
-            pair = self._children[key] = (
-                self.requests.labels(surface, route, key[2]),
-                self.ingest_latency.labels(surface, route),
-            )
-        pair[0].inc()
-        pair[1].observe(seconds)
+        """Count one response and its latency."""
+        self.requests.inc((surface, route, str(status)))
+        self.ingest_latency.observe((surface, route), seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

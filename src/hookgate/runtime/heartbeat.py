@@ -77,7 +77,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     await ctx.store.flow_write(commit)
     ctx.metrics.heartbeats.labels(outcome).inc()
     if result.status == "ok":
-        ctx.metrics.system_events.labels("consumed").inc(len(seqs))
+        ctx.metrics.system_events.inc(("consumed",), len(seqs))
     ctx.metrics.runs.labels("heartbeat", result.status).inc()
     ctx.log.info("heartbeat.ran", agent_id=agent_id, run_id=run_id, status=result.status, outcome=outcome,
                  events=len(seqs), duration_ms=round((time.monotonic() - t0) * 1000, 1))

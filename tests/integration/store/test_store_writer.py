@@ -136,3 +136,27 @@ async def test_close_drains_submitted_writes(store: SqliteStore, make_store: Sto
     assert [await f for f in futures] == [f"d{i}" for i in range(100)]
     reopened = await make_store()
     assert await count_sessions(reopened) == 100
+
+
+async def test_an_operation_that_wrote_then_failed_is_undone_alone(store: SqliteStore) -> None:
+    """Operations run without a savepoint of their own; one that wrote before raising makes the group
+    start over in savepoints: its writes are undone, every other operation's are committed once."""
+    def write_then_fail(conn: sqlite3.Connection) -> None:
+        insert_session("half")(conn)
+        conn.execute("UPDATE sessions SET agent_id = 'changed'")  # touches the rows written before it too
+        raise ValueError("after writing")
+
+    def read_then_fail(conn: sqlite3.Connection) -> None:
+        conn.execute("SELECT count(*) FROM sessions").fetchone()
+        raise KeyError("before writing")
+
+    ops = [store._write(insert_session(f"r{i}")) for i in range(6)]
+    ops.insert(2, store._write(read_then_fail))
+    ops.insert(4, store._write(write_then_fail))
+    results = await asyncio.gather(*ops, return_exceptions=True)
+    assert isinstance(results[2], KeyError) and isinstance(results[4], ValueError)
+    assert [r for i, r in enumerate(results) if i not in (2, 4)] == [f"r{i}" for i in range(6)]
+    assert await count_sessions(store) == 6
+    assert await store.get_session("half") is None
+    assert {s.agent_id for s in [await store.get_session(f"r{i}") for i in range(6)] if s} == {"a"}
+    assert await store._write(insert_session("after")) == "after"

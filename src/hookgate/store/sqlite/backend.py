@@ -84,7 +84,6 @@ class SqliteStore:
         self._loop_read: sqlite3.Connection | None = None
         self._read_lock = threading.Lock()
         self._lock_fd: int | None = None
-        self._event_counters: dict[str, Any] = {}
         # Session keys known to be committed: the hot paths skip the existence check for them.
         self._known_sessions: set[str] = set()
 
@@ -282,10 +281,7 @@ class SqliteStore:
 
     def _count_event(self, outcome: str, n: int = 1) -> None:
         if self._metrics is not None:
-            counter = self._event_counters.get(outcome)
-            if counter is None:
-                counter = self._event_counters[outcome] = self._metrics.system_events.labels(outcome=outcome)
-            counter.inc(n)
+            self._metrics.system_events.inc((outcome,), n)
 
     def _known_session(self, key: str) -> None:
         """Remember a session key whose record is committed (session records are never deleted)."""
