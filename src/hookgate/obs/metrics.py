@@ -52,7 +52,7 @@ class LoopHistogram:
                  registry: CollectorRegistry) -> None:
         self.name, self.documentation, self.labelnames = name, documentation, list(labelnames)
         self.bounds = [float(b) for b in buckets]
-        self._les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        self._les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
         self.series: dict[tuple[str, ...], list[float]] = {}  # bucket counts (the last one +Inf), then the sum
         registry.register(self)
 
