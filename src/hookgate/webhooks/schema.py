@@ -285,10 +285,16 @@ class _Field:
     attr: str
     kind: Kind
     options: tuple[str, ...] = ()
+    # absent from the body: skipped (optional), or set to UNSET (nstr, json)
+    optional: bool = False
+    keep_unset: bool = False
+
+
+_OPTIONAL_KINDS = ("opt_id", "opt_ms", "nstr", "json", "opt_enum", "bool")
 
 
 def _f(key: str, attr: str, kind: Kind, options: tuple[str, ...] = ()) -> _Field:
-    return _Field(key, attr, kind, options)
+    return _Field(key, attr, kind, options, kind in _OPTIONAL_KINDS, kind in ("nstr", "json"))
 
 
 _FLOW_ID = _f("flowId", "flow_id", "id")
@@ -448,7 +454,7 @@ def _check_enum(key: str, value: Any, options: Sequence[str]) -> str:
 def _check_field(spec: _Field, value: Any) -> Any:
     """The parsed value of one field, ``UNSET`` when an optional field is absent."""
     kind = spec.kind
-    if value is UNSET and kind in ("opt_id", "opt_ms", "nstr", "json", "opt_enum", "bool"):
+    if value is UNSET and kind in _OPTIONAL_KINDS:
         return UNSET
     if kind in ("id", "opt_id"):
         return _check_id(spec.key, value)
@@ -508,8 +514,13 @@ def parse_action(body: Any) -> Action:
     cls, fields = _SCHEMAS[name]
     values: dict[str, Any] = {}
     for spec in fields:
-        parsed = _check_field(spec, body.get(spec.key, UNSET))
-        if parsed is not UNSET or spec.kind in ("nstr", "json"):
+        value = body.get(spec.key, UNSET)
+        if value is UNSET and spec.optional:  # most optional fields are absent: no call for them
+            if spec.keep_unset:
+                values[spec.attr] = UNSET
+            continue
+        parsed = _check_field(spec, value)
+        if parsed is not UNSET or spec.keep_unset:
             values[spec.attr] = parsed
     known = _KNOWN_KEYS[name]
     if not known.issuperset(body):

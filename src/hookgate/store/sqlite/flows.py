@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 import sqlite3
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -40,11 +41,17 @@ def _flow_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Flow:
     return Flow(**values)
 
 
-def _flow_params(flow: Flow) -> dict[str, Any]:
-    values = {name: getattr(flow, name) for name in _FLOW_FIELDS}
-    for key in _FLOW_JSON:
-        value = values[key]
-        values[key] = None if value is UNSET else _encode(value).decode()
+_FLOW_COLUMNS_NO_SEQ = [n for n in _FLOW_FIELDS if n != "seq"]
+_flow_values = operator.attrgetter(*_FLOW_COLUMNS_NO_SEQ)
+_FLOW_JSON_AT = [i for i, n in enumerate(_FLOW_COLUMNS_NO_SEQ) if n in _FLOW_JSON]
+
+
+def _flow_params(flow: Flow) -> list[Any]:
+    """The flow's columns but ``seq``, in ``_FLOW_COLUMNS_NO_SEQ`` order (positional: cheaper to bind)."""
+    values = list(_flow_values(flow))
+    for i in _FLOW_JSON_AT:
+        value = values[i]
+        values[i] = None if value is UNSET else _encode(value).decode()
     return values
 
 
@@ -65,12 +72,15 @@ def _task_params(task: Task) -> dict[str, Any]:
 
 
 _INSERT_FLOW = (
-    f"INSERT INTO flows ({', '.join(n for n in _FLOW_FIELDS if n != 'seq')}) "
-    f"VALUES ({', '.join(':' + n for n in _FLOW_FIELDS if n != 'seq')})"
+    f"INSERT INTO flows ({', '.join(_FLOW_COLUMNS_NO_SEQ)}) "
+    f"VALUES ({', '.join('?' for _ in _FLOW_COLUMNS_NO_SEQ)})"
 )
+# ?N is the N-th value of _flow_params; the expected revision follows them
 _UPDATE_FLOW = (
-    f"UPDATE flows SET {', '.join(f'{n} = :{n}' for n in _FLOW_FIELDS if n not in ('seq', 'flow_id'))} "
-    "WHERE flow_id = :flow_id AND revision = :expected_revision"
+    "UPDATE flows SET "
+    + ", ".join(f"{n} = ?{i}" for i, n in enumerate(_FLOW_COLUMNS_NO_SEQ, 1) if n != "flow_id")
+    + f" WHERE flow_id = ?{_FLOW_COLUMNS_NO_SEQ.index('flow_id') + 1}"
+    + f" AND revision = ?{len(_FLOW_COLUMNS_NO_SEQ) + 1}"
 )
 _INSERT_TASK = (
     f"INSERT INTO tasks ({', '.join(n for n in _TASK_FIELDS if n != 'seq')}) "
@@ -107,14 +117,11 @@ class SqliteFlowTx:
         return None if row is None else _flow_from_row(row)
 
     def insert_flow(self, flow: Flow) -> int:
-        params = _flow_params(flow)
-        params.pop("seq")
-        return int(self._conn.execute(_INSERT_FLOW, params).lastrowid or 0)
+        return int(self._conn.execute(_INSERT_FLOW, _flow_params(flow)).lastrowid or 0)
 
     def update_flow_if_revision(self, flow: Flow, expected_revision: int) -> bool:
         params = _flow_params(flow)
-        params.pop("seq")
-        params["expected_revision"] = expected_revision
+        params.append(expected_revision)
         return self._conn.execute(_UPDATE_FLOW, params).rowcount == 1
 
     # tasks -------------------------------------------------------------------------------------
