@@ -205,3 +205,53 @@ async def test_runs_survive_the_rowid_migration(tmp_path: Path, make_store: Stor
     assert "WITHOUT ROWID" not in table_sql
     assert (await store.get_run("run-2")).reply == "reply 2"  # type: ignore[union-attr]
     assert [r.run_id for r in await store.list_runs(statuses=["queued", "running"])] == ["run-0", "run-1"]
+
+
+async def test_events_and_runs_survive_the_check_migration(tmp_path: Path, make_store: StoreFactory) -> None:
+    """A database at schema 5 keeps every event and run through migration 6 (CHECKs without IN lists),
+    event numbers keep growing past the highest ever used, and the CHECKs still refuse unknown values."""
+    from hookgate.store.sqlite.schema import MIGRATIONS, migrate
+
+    path = tmp_path / "hookgate.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    assert migrate(conn, NOW, MIGRATIONS[:5]) == 5
+    conn.execute("INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) "
+                 "VALUES ('agent:main:main', 'main', 'sid', 1, 1)")
+    for i, status in enumerate(["pending", "consumed", "dropped", "pending", "pending"]):
+        conn.execute("INSERT INTO system_events (session_key, text, created_at, status, updated_at) "
+                     "VALUES ('agent:main:main', ?, ?, ?, ?)", (f"e{i}", NOW + i, status, NOW + i))
+    conn.execute("DELETE FROM system_events WHERE text = 'e4'")  # the highest seq (5) is gone, not reusable
+    for i, (kind, status) in enumerate([("hook", "queued"), ("task", "running"), ("heartbeat", "ok")]):
+        conn.execute(
+            "INSERT INTO runs (run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt,"
+            " created_at, updated_at) VALUES (?, ?, 'main', 'agent:main:main', 'sid', 'Hook', '{}', ?, 1, ?, ?)",
+            (f"run-{i}", kind, status, NOW + i, NOW + i))
+    events_before = conn.execute("SELECT * FROM system_events ORDER BY seq").fetchall()
+    runs_before = conn.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
+    conn.close()
+
+    store = await make_store(path=path)
+    assert await store._read(lambda c: c.execute("SELECT * FROM system_events ORDER BY seq").fetchall()) == events_before
+    assert await store._read(lambda c: c.execute("SELECT * FROM runs ORDER BY rowid").fetchall()) == runs_before
+    await store.queue_system_event(session_key="agent:main:main", agent_id="main", text="new", now_ms=NOW,
+                                   wake_reason=None)
+    newest = (await store.list_events(limit=1))[0]
+    assert newest.text == "new" and newest.seq == 6
+    assert [e.text for e in await store.list_events(status="pending")] == ["new", "e3", "e0"]
+
+    def bad_event(c: sqlite3.Connection) -> None:
+        c.execute("UPDATE system_events SET status = 'lost' WHERE text = 'new'")
+
+    def bad_run(c: sqlite3.Connection) -> None:
+        c.execute("UPDATE runs SET kind = 'cron' WHERE run_id = 'run-0'")
+
+    def bad_status(c: sqlite3.Connection) -> None:
+        c.execute("UPDATE runs SET status = 'done' WHERE run_id = 'run-0'")
+
+    for op in (bad_event, bad_run, bad_status):
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+            await store._write(op)
+    sql = await store._read(lambda c: " ".join(r[0] for r in c.execute(
+        "SELECT sql FROM sqlite_master WHERE name IN ('system_events', 'runs')")))
+    assert " IN (" not in sql
