@@ -24,7 +24,6 @@ from typing import Any
 
 from hookgate.config.paths import ContainmentError, check_contained
 from hookgate.config.settings import MappingSettings
-from hookgate.hooks.filewatch import DirWatch
 
 NO_FUNCTION = "hook transform module must export a function"
 _counter = itertools.count(1)
@@ -48,7 +47,6 @@ class _Loaded:
     signature: tuple[int, int, int]
     fn: Callable[..., Any]
     is_async: bool
-    dirs: tuple[str, ...]  # where a change to the file shows (its directory, and its target's)
 
 
 def _signature(path: str) -> tuple[int, int, int]:
@@ -71,60 +69,39 @@ class TransformLoader:
     def __init__(self) -> None:
         self._cache: dict[tuple[str, str | None], _Loaded] = {}
         self._lock = threading.Lock()
-        self._watch: DirWatch | None = None
-        # key → the watch generation its file was last found unchanged in (while its dirs were watched)
-        self._checked: dict[tuple[str, str | None], tuple[DirWatch, int]] = {}
 
     def fresh(self, mapping: MappingSettings) -> Callable[..., Any] | None:
         """The loaded function when its file is unchanged since the import, else ``None``."""
         loaded = self._fresh(mapping)
         return None if loaded is None else loaded.fn
 
-    def _fresh(self, mapping: MappingSettings, watch: DirWatch | None = None) -> _Loaded | None:
+    def _fresh(self, mapping: MappingSettings) -> _Loaded | None:
+        # Lock-free, one ``stat``: the hot path of every call after the first. It runs on the event
+        # loop, not in the worker thread: a ``stat`` there would release the GIL and make the worker
+        # win it back from a busy loop a second time per call.
         path = mapping.transform_module or ""
-        key = (path, mapping.transform_export)
-        loaded = self._cache.get(key)
+        loaded = self._cache.get((path, mapping.transform_export))
         if loaded is None:
             return None
-        if watch is not None:
-            if self._checked.get(key) == (watch, watch.generation):
-                return loaded  # nothing changed in its directories since it was last checked
-            # watch first, then stat: a change after the stat is an event, and checks again
-            generation = watch.generation if watch.watch(loaded.dirs) else None
         try:
             signature = _signature(path)
         except OSError:
             return None
-        if loaded.signature != signature:
-            return None
-        if watch is not None and generation is not None:
-            self._checked[key] = (watch, generation)
-        return loaded
+        return loaded if loaded.signature == signature else None
 
     async def call(
         self, mapping: MappingSettings, ctx: Any, transforms_dir: str, root: str | None, timeout: float
     ) -> Any:
         """Run the mapping's transform on ``ctx`` (import or re-import first when needed).
 
-        The common case is one hop to a worker thread that calls the function (an ``async def`` one
-        is awaited on the loop instead). The file is ``stat``-ed again only after something changed
-        in its directory (``filewatch``; on every call where that cannot be watched). When the file
-        is new or has changed, the (re)import runs in a thread first, outside the call's timeout.
+        The common case is a ``stat`` of the file and one hop to a worker thread that calls the
+        function (an ``async def`` one is awaited on the loop instead). When the file is new or has
+        changed, the (re)import runs in a thread first, outside the call's timeout.
         """
-        loaded = self._fresh(mapping, self._watcher())
+        loaded = self._fresh(mapping)
         if loaded is None:
             loaded = await asyncio.to_thread(self._load, mapping, transforms_dir, root)
         return await call_transform(loaded.fn, ctx, timeout, is_async=loaded.is_async)
-
-    def _watcher(self) -> DirWatch:
-        loop = asyncio.get_running_loop()
-        watch = self._watch
-        if watch is None or watch.loop is not loop:
-            if watch is not None:
-                watch.close()
-            self._checked.clear()
-            watch = self._watch = DirWatch(loop)
-        return watch
 
     def load(self, mapping: MappingSettings, transforms_dir: str, root: str | None = None) -> Callable[..., Any]:
         """The transform function of ``mapping``, (re)importing the module when its file changed."""
@@ -153,8 +130,7 @@ class TransformLoader:
                 raise TransformFailed("ContainmentError", f"hook transform module moved: {raw}")
             module = _import(path)
             fn = _find_function(module, mapping.transform_export)
-            dirs = tuple(dict.fromkeys((os.path.dirname(path), os.path.dirname(os.path.realpath(path)))))
-            loaded = self._cache[key] = _Loaded(signature, fn, inspect.iscoroutinefunction(fn), dirs)
+            loaded = self._cache[key] = _Loaded(signature, fn, inspect.iscoroutinefunction(fn))
             return loaded
 
 
