@@ -133,7 +133,8 @@ class RoutesSurface:
         gw = self.gw
         m = gw.metrics
         compat = gw.settings.gateway.accept_openclaw_headers
-        verdict = route_auth.check_headers(route.auth, header_text(req), compat=compat, now_s=time.time())
+        header = header_text(req)
+        verdict = route_auth.check_headers(route.auth, header, compat=compat, now_s=time.time())
         if verdict is False:
             return self._unauthorized(req, route)
         limits = route.limits
@@ -167,7 +168,7 @@ class RoutesSurface:
         req.log["action"] = name
         key: str | None = None
         if name in MUTATING_ACTIONS:
-            found = self._idempotency_key(req, route, verdict)
+            found = self._idempotency_key(header, verdict)
             if isinstance(found, Answer):
                 return found
             key = found
@@ -186,10 +187,9 @@ class RoutesSurface:
             req.log["flow_id"] = result.flow_id
         return Answer(result.status, result.body, headers, reason=result.code)
 
-    def _idempotency_key(self, req: Request, route: RouteSettings, verdict: object) -> str | None | Answer:
+    def _idempotency_key(self, header: route_auth.HeaderGetter, verdict: object) -> str | None | Answer:
         compat = self.gw.settings.gateway.accept_openclaw_headers
         raw = None
-        header = header_text(req)
         for name in (b"idempotency-key", b"x-hookgate-idempotency-key", b"x-openclaw-idempotency-key" if compat else None):
             if name is not None and (value := header(name)) is not None:
                 raw = value

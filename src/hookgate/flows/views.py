@@ -38,22 +38,33 @@ def _put_int(view: dict[str, Any], key: str, value: int | None) -> None:
 
 
 def flow_view(flow: Flow) -> dict[str, Any]:
-    """FlowView: ``flowId``, ``syncMode``, ``controllerId*`` … ``updatedAt``, ``endedAt?``."""
+    """FlowView: ``flowId``, ``syncMode``, ``controllerId*`` … ``updatedAt``, ``endedAt?``.
+
+    The ``*``/``?`` rules of ``_put_str``/``_put_set``/``_put_int`` written out: every response of
+    Surface A builds at least one of these views."""
     view: dict[str, Any] = {"flowId": flow.flow_id, "syncMode": flow.sync_mode}
-    _put_str(view, "controllerId", flow.controller_id)
-    _put_str(view, "currentStep", flow.current_step)
-    _put_str(view, "blockedTaskId", flow.blocked_task_id)
-    _put_str(view, "blockedSummary", flow.blocked_summary)
+    if flow.controller_id:
+        view["controllerId"] = flow.controller_id
+    if flow.current_step:
+        view["currentStep"] = flow.current_step
+    if flow.blocked_task_id:
+        view["blockedTaskId"] = flow.blocked_task_id
+    if flow.blocked_summary:
+        view["blockedSummary"] = flow.blocked_summary
     view["revision"] = flow.revision
     view["status"] = flow.status
     view["notifyPolicy"] = flow.notify_policy
     view["goal"] = flow.goal
-    _put_set(view, "stateJson", flow.state_json)
-    _put_set(view, "waitJson", flow.wait_json)
-    _put_int(view, "cancelRequestedAt", flow.cancel_requested_at)
+    if flow.state_json is not UNSET:
+        view["stateJson"] = flow.state_json
+    if flow.wait_json is not UNSET:
+        view["waitJson"] = flow.wait_json
+    if flow.cancel_requested_at is not None:
+        view["cancelRequestedAt"] = flow.cancel_requested_at
     view["createdAt"] = flow.created_at
     view["updatedAt"] = flow.updated_at
-    _put_int(view, "endedAt", flow.ended_at)
+    if flow.ended_at is not None:
+        view["endedAt"] = flow.ended_at
     return view
 
 
