@@ -143,7 +143,12 @@ def _import(path: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up by name while executing
     try:
-        spec.loader.exec_module(module)
+        # Compiled from the source itself, not through the loader: its bytecode cache (__pycache__)
+        # trusts a whole-second mtime and the size, so an edit of the same size within the second
+        # of the previous write would run the old code again.
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102 - running the configured transform is the point
     except BaseException as exc:
         sys.modules.pop(name, None)
         if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):

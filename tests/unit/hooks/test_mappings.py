@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -412,3 +413,19 @@ def test_hook_test_outcomes(tmp_path: Path) -> None:
     assert agent["error"].startswith("sessionKey is disabled")
     ok = t("agent", b'{"message":"hi","agentId":"hooks"}')
     assert ok["action"]["agentId"] == "hooks" and ok["action"]["storedSessionKey"].startswith("agent:hooks:hook:")
+
+
+def test_an_edit_of_the_same_size_within_the_second_is_seen(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python's bytecode cache trusts a whole-second mtime and the size: the loader compiles from the
+    source, so a same-size edit right after the previous import still runs the new code."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # the cache is in play, as by default
+    f = transform_file(tmp_path, "t.py", "def transform(ctx):\n    return {'message': 'v1'}\n")
+    s = load(tmp_path, mappings=[{"match": {"path": "t"}, "transform": {"module": "t.py"}}])
+    loader = TransformLoader()
+    assert run(s, "t", {}, loader).action.message == "v1"
+    st = f.stat()
+    f.write_text("def transform(ctx):\n    return {'message': 'v2'}\n")  # same size
+    # the same second, a distinct nanosecond mtime: the loader sees a change, a .pyc check would not
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    assert run(s, "t", {}, loader).action.message == "v2"
