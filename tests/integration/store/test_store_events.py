@@ -150,6 +150,28 @@ async def test_wake_records_request_and_pulls_due_time(store: SqliteStore) -> No
     assert schedule is not None and schedule.due_at == NOW + 1250
 
 
+async def test_wakes_of_one_millisecond_record_one_request(store: SqliteStore) -> None:
+    """A burst within one millisecond is one request per reason (one turn serves them all); the next
+    millisecond, another reason, or the same millisecond after the turn consumed it, records anew."""
+    for i in range(5):
+        await queue(store, f"burst {i}", now=NOW, wake="hook:wake")
+    assert await store.pending_heartbeat_requests("main") == 1
+    await queue(store, "other reason", now=NOW, wake="task:t1")
+    await queue(store, "same ms again", now=NOW, wake="hook:wake")  # the newest pending is task:t1 now
+    assert await store.pending_heartbeat_requests("main") == 3
+    await queue(store, "next ms", now=NOW + 1, wake="hook:wake")
+    assert await store.pending_heartbeat_requests("main") == 4
+    schedule = await store.get_heartbeat_schedule("main")
+    assert schedule is not None and schedule.due_at == NOW + 250
+
+    def consume(conn):  # type: ignore[no-untyped-def]
+        conn.execute("UPDATE heartbeat_requests SET consumed = 1, consumed_at = ? WHERE agent_id = 'main'", (NOW,))
+
+    await store._write(consume)
+    await queue(store, "after the turn", now=NOW + 1, wake="hook:wake")
+    assert await store.pending_heartbeat_requests("main") == 1
+
+
 async def test_wake_on_a_schedule_without_due_time(store: SqliteStore) -> None:
     def disabled(conn):  # type: ignore[no-untyped-def]
         conn.execute("INSERT INTO heartbeat_schedule (agent_id, due_at, updated_at) VALUES ('main', NULL, 0)")

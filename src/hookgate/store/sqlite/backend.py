@@ -436,9 +436,12 @@ def _probe_write(conn: sqlite3.Connection) -> None:
 
 
 def _record_wake(conn: sqlite3.Connection, agent_id: str, reason: str, now_ms: int) -> None:
-    """Persist a wake request and pull the agent's heartbeat due time to ``now + 250 ms`` at the latest."""
-    conn.execute(Q["insert_heartbeat_request"], (agent_id, reason, now_ms))
-    conn.execute(Q["pull_heartbeat_due"], (agent_id, now_ms + WAKE_DELAY_MS, now_ms))
+    """Persist a wake request and pull the agent's heartbeat due time to ``now + 250 ms`` at the latest.
+
+    A burst of wakes records one request per agent, reason and millisecond (see the query): the same
+    turn serves them all, and the turn that consumes requests no longer updates one row per wake."""
+    if conn.execute(Q["insert_heartbeat_request"], (agent_id, reason, now_ms)).rowcount:
+        conn.execute(Q["pull_heartbeat_due"], (agent_id, now_ms + WAKE_DELAY_MS, now_ms))
 
 
 def _run_record(row: tuple[Any, ...]) -> RunRecord:

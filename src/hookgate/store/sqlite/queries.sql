@@ -58,7 +58,18 @@ WHERE status = 'pending' AND seq IN (
 );
 
 -- name: insert_heartbeat_request
-INSERT INTO heartbeat_requests (agent_id, reason, created_at) VALUES (?, ?, ?);
+-- 0 rows when the agent's newest pending request has the same reason and the same millisecond: that
+-- one already stands for this one (a turn consumes the requests created up to its start, so any turn
+-- that consumes it would consume this one too, and it already pulled the due time to the same value).
+INSERT INTO heartbeat_requests (agent_id, reason, created_at)
+SELECT ?1, ?2, ?3
+WHERE NOT EXISTS (
+    SELECT 1 FROM (
+        SELECT reason, created_at FROM heartbeat_requests
+        WHERE agent_id = ?1 AND consumed = 0 ORDER BY id DESC LIMIT 1
+    )
+    WHERE reason = ?2 AND created_at = ?3
+);
 
 -- name: pull_heartbeat_due
 -- due = min(current due, ?2); a missing row or a NULL due time takes ?2.
