@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,7 +33,6 @@ from hookgate.store.base import Store
 
 POLL_SECONDS = 1.0
 BACKLOG_REFRESH_SECONDS = 1.0
-POKE_GRID_SECONDS = 0.01
 DELIVERY_CONCURRENCY = 16  # deliveries in flight per worker (each to a different target)
 
 
@@ -57,7 +55,7 @@ class Worker:
         self._next_due: int | None = None
         self._backlog_at = 0.0  # monotonic time of the next backlog count
         self._wake = asyncio.Event()
-        self._poke_at = 0.0  # loop time of the latest delayed poke already scheduled
+        self._poke_timer: asyncio.TimerHandle | None = None  # the earliest delayed poke
         self._stopping = False
         self._aborted: set[str] = set()
         self._loop_task: asyncio.Task[Any] | None = None
@@ -81,14 +79,22 @@ class Worker:
         if delay <= 0:
             self._wake.set()
             return
-        # Delayed pokes share timers on a 10 ms grid: a burst of wakes (each asks for a look 300 ms
-        # later) schedules at most one callback per 10 ms instead of one per request; none fires more
-        # than 10 ms after the time it was asked for.
+        # One timer, the earliest asked for: a poke whose time is at or after the pending timer's is
+        # covered by it (the worker then finds everything due by that time; what becomes due later is
+        # found by a later poke or poll). A burst of wakes, each asking for a look 300 ms later, arms
+        # one timer per look instead of one per request.
         loop = asyncio.get_running_loop()
-        at = math.ceil((loop.time() + delay) / POKE_GRID_SECONDS) * POKE_GRID_SECONDS
-        if at != self._poke_at:
-            self._poke_at = at
-            loop.call_at(at, self._wake.set)
+        at = loop.time() + delay
+        handle = self._poke_timer
+        if handle is not None:
+            if handle.when() <= at:
+                return
+            handle.cancel()
+        self._poke_timer = loop.call_at(at, self._poked)
+
+    def _poked(self) -> None:
+        self._poke_timer = None
+        self._wake.set()
 
     def abort(self, run_id: str) -> None:
         """``cancel_flow`` cancelled the task this run executes: stop the runtime call."""
