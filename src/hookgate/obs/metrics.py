@@ -5,7 +5,6 @@ from __future__ import annotations
 import platform
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -158,18 +157,6 @@ class Metrics:
             "hookgate_build_info", "Build information", ["version", "python"], registry=r
         )
         self.build_info.labels(version=__version__, python=platform.python_version()).set(1)
-
-        self._labelled: dict[tuple[Any, tuple[str, ...]], Any] = {}
-
-    def child(self, metric: Any, *labels: str) -> Any:
-        """``metric.labels(*labels)``, cached: ``labels()`` costs microseconds on a hot path."""
-        key = (metric, labels)
-        found = self._labelled.get(key)
-        if found is None:
-            if len(self._labelled) > 10_000:
-                self._labelled.clear()
-            found = self._labelled[key] = metric.labels(*labels)
-        return found
 
     def observe_request(self, surface: str, route: str, status: int, seconds: float) -> None:
         """Count one response and its latency."""

@@ -452,10 +452,8 @@ def _check_enum(key: str, value: Any, options: Sequence[str]) -> str:
 
 
 def _check_field(spec: _Field, value: Any) -> Any:
-    """The parsed value of one field, ``UNSET`` when an optional field is absent."""
+    """The parsed value of one present field (or of a required one, absent: ``UNSET`` is refused)."""
     kind = spec.kind
-    if value is UNSET and kind in _OPTIONAL_KINDS:
-        return UNSET
     if kind in ("id", "opt_id"):
         return _check_id(spec.key, value)
     if kind in ("rev", "ms", "opt_ms"):
@@ -519,9 +517,7 @@ def parse_action(body: Any) -> Action:
             if spec.keep_unset:
                 values[spec.attr] = UNSET
             continue
-        parsed = _check_field(spec, value)
-        if parsed is not UNSET or spec.keep_unset:
-            values[spec.attr] = parsed
+        values[spec.attr] = _check_field(spec, value)
     known = _KNOWN_KEYS[name]
     if not known.issuperset(body):
         _unknown_keys(body, known)

@@ -177,16 +177,22 @@ async def test_acknowledged_writes_survive_sigkill(
     assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:5]}"
 
 
-async def test_runs_survive_the_rowid_migration(tmp_path: Path, make_store: StoreFactory) -> None:
-    """A database at schema 4 (runs WITHOUT ROWID) opened by this version keeps every run, unchanged."""
+def database_at(path: Path, version: int, session_key: str) -> sqlite3.Connection:
+    """A database migrated to ``version`` only (as an older hookgate left it), holding one session."""
     from hookgate.store.sqlite.schema import MIGRATIONS, migrate
 
-    path = tmp_path / "hookgate.db"
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA foreign_keys=ON")
-    assert migrate(conn, NOW, MIGRATIONS[:4]) == 4
+    assert migrate(conn, NOW, MIGRATIONS[:version]) == version
     conn.execute("INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) "
-                 "VALUES ('agent:main:hook:x', 'main', 'sid', 1, 1)")
+                 "VALUES (?, 'main', 'sid', 1, 1)", (session_key,))
+    return conn
+
+
+async def test_runs_survive_the_rowid_migration(tmp_path: Path, make_store: StoreFactory) -> None:
+    """A database at schema 4 (runs WITHOUT ROWID) opened by this version keeps every run, unchanged."""
+    path = tmp_path / "hookgate.db"
+    conn = database_at(path, 4, "agent:main:hook:x")
     for i, status in enumerate(["queued", "running", "ok", "error"]):
         conn.execute(
             "INSERT INTO runs (run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt,"
@@ -210,14 +216,8 @@ async def test_runs_survive_the_rowid_migration(tmp_path: Path, make_store: Stor
 async def test_events_and_runs_survive_the_check_migration(tmp_path: Path, make_store: StoreFactory) -> None:
     """A database at schema 5 keeps every event and run through migration 6 (CHECKs without IN lists),
     event numbers keep growing past the highest ever used, and the CHECKs still refuse unknown values."""
-    from hookgate.store.sqlite.schema import MIGRATIONS, migrate
-
     path = tmp_path / "hookgate.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA foreign_keys=ON")
-    assert migrate(conn, NOW, MIGRATIONS[:5]) == 5
-    conn.execute("INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) "
-                 "VALUES ('agent:main:main', 'main', 'sid', 1, 1)")
+    conn = database_at(path, 5, "agent:main:main")
     for i, status in enumerate(["pending", "consumed", "dropped", "pending", "pending"]):
         conn.execute("INSERT INTO system_events (session_key, text, created_at, status, updated_at) "
                      "VALUES ('agent:main:main', ?, ?, ?, ?)", (f"e{i}", NOW + i, status, NOW + i))

@@ -53,6 +53,11 @@ def _unavailable(cause: BaseException | None = None) -> StoreUnavailable:
     return exc
 
 
+def _failure(exc: BaseException) -> BaseException:
+    """What the waiter of a failed operation gets: SQLite's operational errors are ``StoreUnavailable``."""
+    return _unavailable(exc) if isinstance(exc, sqlite3.OperationalError) else exc
+
+
 def _resolve(done: list[_Done]) -> None:
     for fut, ok, value in done:
         if fut.cancelled():
@@ -201,6 +206,7 @@ class Writer:
         conn = self._conn
         changes_before = conn.total_changes
         done: list[_Done] = []
+        errors = 0  # counted once the group is not run again
         # Optimistic: no savepoint per operation (two statements each). An operation that raises
         # having written nothing fails alone: SQLite already undid its failing statement. One that
         # wrote and then raised cannot be undone alone: the group starts over, each operation in its
@@ -216,9 +222,11 @@ class Writer:
                 if conn.total_changes != before:
                     self._rerun_in_savepoints(batch, started, changes_before)
                     return
-                done.append((fut, False, self._failure(exc)))
+                errors += isinstance(exc, sqlite3.OperationalError)
+                done.append((fut, False, _failure(exc)))
             else:
                 done.append((fut, True, value))
+        self._error(errors)
         self._commit_group(batch, done, started, changes_before)
 
     def _rerun_in_savepoints(self, batch: list[_Item], started: float, changes_before: int) -> None:
@@ -299,17 +307,11 @@ class Writer:
                 conn.execute("RELEASE op")
             except sqlite3.Error:
                 return True
-            done.append((fut, False, self._failure(exc)))
+            self._error(int(isinstance(exc, sqlite3.OperationalError)))
+            done.append((fut, False, _failure(exc)))
             return False
         done.append((fut, True, value))
         return False
-
-    def _failure(self, exc: BaseException) -> BaseException:
-        """What the waiter of a failed operation gets: SQLite's operational errors are ``StoreUnavailable``."""
-        if isinstance(exc, sqlite3.OperationalError):
-            self._error(1)
-            return _unavailable(exc)
-        return exc
 
     def _fail_all(self, batch: list[_Item], cause: BaseException | None) -> list[_Done]:
         conn = self._conn
@@ -323,5 +325,5 @@ class Writer:
         return [(fut, False, _unavailable(cause)) for _, fut in batch]
 
     def _error(self, n: int) -> None:
-        if self._errors is not None:
+        if n and self._errors is not None:
             self._errors.inc(n)
