@@ -117,6 +117,9 @@ class SqliteStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
                 migrate(conn, self._clock.now_ms())
+                import os as _os
+                if _os.environ.get("HG_CKPT"):
+                    conn.execute(f"PRAGMA wal_autocheckpoint={int(_os.environ['HG_CKPT'])}")
             except BaseException:
                 conn.close()
                 raise
@@ -262,7 +265,8 @@ class SqliteStore:
         """The queue rules of model.md §4.1 inside the caller's transaction (text already prepared)."""
         self._ensure_session(conn, session_key, agent_id, None, now_ms)
         # Few statements and single-row results: each sqlite3 step costs a GIL round trip.
-        newest, pending, oldest = conn.execute(Q["pending_event_head"], (session_key,)).fetchone()
+        newest, pending, oldest, wake_reason_then, wake_at = conn.execute(
+            Q["pending_event_head"], (session_key, agent_id)).fetchone()
         if newest == text:
             result = WakeResult("coalesced", 0)
         else:
@@ -275,7 +279,7 @@ class SqliteStore:
                     Q["drop_excess_pending_events"], (session_key, MAX_PENDING_EVENTS, now_ms)
                 ).rowcount
             result = WakeResult("queued", dropped)
-        if wake_reason is not None:
+        if wake_reason is not None and (wake_reason_then != wake_reason or wake_at != now_ms):
             _record_wake(conn, agent_id, wake_reason, now_ms)
         return result
 
@@ -438,10 +442,16 @@ def _probe_write(conn: sqlite3.Connection) -> None:
 def _record_wake(conn: sqlite3.Connection, agent_id: str, reason: str, now_ms: int) -> None:
     """Persist a wake request and pull the agent's heartbeat due time to ``now + 250 ms`` at the latest.
 
-    A burst of wakes records one request per agent, reason and millisecond (see the query): the same
-    turn serves them all, and the turn that consumes requests no longer updates one row per wake."""
-    if conn.execute(Q["insert_heartbeat_request"], (agent_id, reason, now_ms)).rowcount:
-        conn.execute(Q["pull_heartbeat_due"], (agent_id, now_ms + WAKE_DELAY_MS, now_ms))
+    The caller skips it when the agent's newest pending request has the same reason and the same
+    millisecond (``pending_event_head`` reads it): that one already stands for this one (a turn
+    consumes the requests created up to its start, so any turn that consumes it would consume this
+    one too) and it already pulled the due time to the same value. A burst of wakes thus records one
+    request per agent, reason and millisecond, and the turn that consumes them no longer updates one
+    row per wake. (Checked by the caller's select, not by an ``INSERT … SELECT … WHERE NOT EXISTS``:
+    reading its own table, that insert materialises its select into an ephemeral table — a zeroed
+    page and ~30 000 instructions per wake.)"""
+    conn.execute(Q["insert_heartbeat_request"], (agent_id, reason, now_ms))
+    conn.execute(Q["pull_heartbeat_due"], (agent_id, now_ms + WAKE_DELAY_MS, now_ms))
 
 
 def _run_record(row: tuple[Any, ...]) -> RunRecord:

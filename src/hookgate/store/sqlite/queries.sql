@@ -34,11 +34,15 @@ SELECT key, agent_id, session_id, spawned_by, last_channel, last_to, created_at,
 FROM sessions WHERE key = ?;
 
 -- name: pending_event_head
--- The newest pending text (coalescing), how many are pending and the oldest one's seq (the cap).
+-- The newest pending text (coalescing), how many are pending and the oldest one's seq (the cap); then
+-- the reason and time of agent ?2's newest pending wake request (see _record_wake). One statement:
+-- each costs a round trip through the sqlite3 module.
 SELECT
     (SELECT text FROM system_events WHERE session_key = ?1 AND status = 'pending' ORDER BY seq DESC LIMIT 1),
     (SELECT count(*) FROM system_events WHERE session_key = ?1 AND status = 'pending'),
-    (SELECT min(seq) FROM system_events WHERE session_key = ?1 AND status = 'pending');
+    (SELECT min(seq) FROM system_events WHERE session_key = ?1 AND status = 'pending'),
+    (SELECT reason FROM heartbeat_requests WHERE agent_id = ?2 AND consumed = 0 ORDER BY id DESC LIMIT 1),
+    (SELECT created_at FROM heartbeat_requests WHERE agent_id = ?2 AND consumed = 0 ORDER BY id DESC LIMIT 1);
 
 -- name: insert_event
 INSERT INTO system_events (session_key, text, created_at, status, updated_at)
@@ -58,18 +62,7 @@ WHERE status = 'pending' AND seq IN (
 );
 
 -- name: insert_heartbeat_request
--- 0 rows when the agent's newest pending request has the same reason and the same millisecond: that
--- one already stands for this one (a turn consumes the requests created up to its start, so any turn
--- that consumes it would consume this one too, and it already pulled the due time to the same value).
-INSERT INTO heartbeat_requests (agent_id, reason, created_at)
-SELECT ?1, ?2, ?3
-WHERE NOT EXISTS (
-    SELECT 1 FROM (
-        SELECT reason, created_at FROM heartbeat_requests
-        WHERE agent_id = ?1 AND consumed = 0 ORDER BY id DESC LIMIT 1
-    )
-    WHERE reason = ?2 AND created_at = ?3
-);
+INSERT INTO heartbeat_requests (agent_id, reason, created_at) VALUES (?1, ?2, ?3);
 
 -- name: pull_heartbeat_due
 -- due = min(current due, ?2); a missing row or a NULL due time takes ?2.

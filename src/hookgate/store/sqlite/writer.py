@@ -278,13 +278,12 @@ class Writer:
         self._finish(batch, done)
 
     def _finish(self, batch: list[_Item], done: list[_Done]) -> None:
+        # The next group goes to the disk first, then this group's waiters wake up: their responses
+        # are written while that commit is in flight, instead of the commit thread idling meanwhile.
+        if self._pending and not self._scheduled and not self._in_flight:
+            self._flush()
         _resolve(done)
-        if self._pending and not self._scheduled:
-            self._scheduled = True
-            assert self._loop is not None
-            self._loop.call_soon(self._flush)
-        else:
-            self._maybe_drained()
+        self._maybe_drained()
 
     def _maybe_drained(self) -> None:
         if self._closed and not self._pending and not self._in_flight and self._drained is not None:
