@@ -106,6 +106,28 @@ async def test_commit_failure_fails_every_waiter_of_the_group(make_store: StoreF
     assert await store._write(insert_session("later")) == "later"
 
 
+async def test_next_group_starts_before_the_finished_group_wakes(store: SqliteStore) -> None:
+    """A group's waiters wake after the next group (queued meanwhile) has run and gone to the disk:
+    their responses are written while that commit is in flight."""
+    ran: list[str] = []
+
+    def op(name: str):  # type: ignore[no-untyped-def]
+        def fn(conn: sqlite3.Connection) -> str:
+            ran.append(name)
+            return insert_session(name)(conn)
+
+        return fn
+
+    first = store.writer.submit(op("first"))
+    while ran != ["first"]:  # the first group runs, its COMMIT goes to the commit thread
+        await asyncio.sleep(0)
+    second = store.writer.submit(op("second"))  # queued behind that commit
+    assert await first == "first"
+    assert ran == ["first", "second"]  # the second group ran before the first one's waiter woke
+    assert await second == "second"
+    assert await count_sessions(store) == 2
+
+
 async def test_ping(store: SqliteStore) -> None:
     assert await store.ping() is True
     await store.close()

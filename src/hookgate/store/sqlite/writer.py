@@ -9,8 +9,10 @@ the ``sqlite3`` module releases and re-takes the GIL around every statement. Run
 writer thread, every statement therefore waited for a busy event loop to hand the GIL back, and a
 group of 30 wakes took ~6 ms. So the operations run **on the event loop thread**, one after the
 other in one open transaction, and only ``COMMIT`` (the fsync, which needs no GIL) runs on the
-dedicated commit thread. While a commit is in flight, new operations queue up; when it lands,
-every waiter of the group is completed and the queued operations form the next group (at most 256).
+dedicated commit thread. While a commit is in flight, new operations queue up; when it lands, the
+queued operations form the next group (at most 256), which runs and goes to the commit thread, and
+only then is every waiter of the landed group completed — their responses are written while the
+next commit is in flight, instead of the commit thread idling until the loop has written them.
 A lone request is never delayed artificially; the group is whatever arrived during the previous
 commit (never longer than that commit, so within ``groupCommitMs`` on a healthy disk).
 
