@@ -124,9 +124,6 @@ class SqliteStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
                 migrate(conn, self._clock.now_ms())
-                import os as _os
-                if _os.environ.get("HG_CKPT"):
-                    conn.execute(f"PRAGMA wal_autocheckpoint={int(_os.environ['HG_CKPT'])}")
             except BaseException:
                 conn.close()
                 raise
