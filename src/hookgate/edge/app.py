@@ -154,7 +154,7 @@ class Gateway:
         if self.settings.gateway.auth_mode == "token":
             token = bearer_token(req.header(b"authorization"))
             if not secrets_equal(token, self.metrics_token):
-                self.metrics.auth_failures.labels("health", "metrics").inc()
+                self.metrics.auth_failures.inc(("health", "metrics"))
                 return error_b(401, "Unauthorized")
         return Answer(200, self.metrics.render(), content_type=metrics_mod.CONTENT_TYPE.encode())
 

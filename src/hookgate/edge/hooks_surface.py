@@ -119,12 +119,12 @@ class HooksSurface:
             return None
         locked = gw.throttle.locked_for(client)
         if locked:
-            gw.metrics.rate_limited.labels("hooks", "auth_lockout").inc()
+            gw.metrics.rate_limited.inc(("hooks", "auth_lockout"))
             self._log_throttled(req)
             return error_b(429, "Too Many Requests", headers=[(b"retry-after", str(locked).encode())],
                            reason="auth_lockout")
         started = gw.throttle.record_failure(client)
-        gw.metrics.auth_failures.labels("hooks", req.log["route"]).inc()
+        gw.metrics.auth_failures.inc(("hooks", req.log["route"]))
         gw.log.warning("hook.auth_failed", request_id=req.request_id, client_ip=client,
                        lockout_started=started)
         return error_b(401, "Unauthorized", reason="unauthorized")

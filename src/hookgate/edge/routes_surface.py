@@ -108,7 +108,7 @@ class RoutesSurface:
         retry = self.window.hit(f"{req.path}:{req.client_ip}", limits.rate_limit.max_requests,
                                 limits.rate_limit.window_seconds)
         if retry:
-            m.rate_limited.labels("webhooks", "window").inc()
+            m.rate_limited.inc(("webhooks", "window"))
             return _reject(429, "rate_limited", "Too Many Requests", headers=[(b"retry-after", str(retry).encode())])
         media = (req.header(b"content-type") or "").split(";", 1)[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
@@ -116,7 +116,7 @@ class RoutesSurface:
             return _reject(415, "unsupported_media_type", "Unsupported Media Type")
         slot = f"{route.path.casefold()}:{req.peer}"
         if not self.in_flight.acquire(slot, limits.max_in_flight):
-            m.rate_limited.labels("webhooks", "in_flight").inc()
+            m.rate_limited.inc(("webhooks", "in_flight"))
             return _reject(429, "rate_limited", "Too Many Requests", headers=[(b"retry-after", b"1")])
         try:
             answer = await self._authenticated(req, route)
@@ -205,7 +205,7 @@ class RoutesSurface:
         return key
 
     def _unauthorized(self, req: Request, route: RouteSettings) -> Answer:
-        self.gw.metrics.auth_failures.labels("webhooks", route.id).inc()
+        self.gw.metrics.auth_failures.inc(("webhooks", route.id))
         self.gw.log.warning("webhook.rejected", request_id=req.request_id, route=route.id, code="unauthorized",
                             client_ip=req.client_ip)
         return _reject(401, "unauthorized", "unauthorized")

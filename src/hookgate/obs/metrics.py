@@ -94,10 +94,11 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        self.auth_failures = Counter(
+        # rejections come at the rate of the requests (a client without the token, one locked out)
+        self.auth_failures = LoopCounter(
             "hookgate_auth_failures_total", "401 responses", ["surface", "route"], registry=r
         )
-        self.rate_limited = Counter(
+        self.rate_limited = LoopCounter(
             "hookgate_rate_limited_total", "429 responses", ["surface", "reason"], registry=r
         )
         self.body_rejections = Counter(
