@@ -124,7 +124,7 @@ class HooksSurface:
             return error_b(429, "Too Many Requests", headers=[(b"retry-after", str(locked).encode())],
                            reason="auth_lockout")
         started = gw.throttle.record_failure(client)
-        gw.metrics.auth_failures.inc(("hooks", req.log["route"]))
+        gw.metrics.auth_failures.inc(("hooks", str(req.log["route"])))
         gw.log.warning("hook.auth_failed", request_id=req.request_id, client_ip=client,
                        lockout_started=started)
         return error_b(401, "Unauthorized", reason="unauthorized")

@@ -129,6 +129,7 @@ class Writer:
         self._commits = _CommitThread()
         self._in_flight = False  # a BEGIN or COMMIT runs on the commit thread
         self._scheduled = False
+        self._flushing = False  # inside _flush (a group failing at once must not start the next one inline)
         self._closed = False
         self._drained: asyncio.Event | None = None
         self.healthy = True  # False after a failed commit, until a commit that wrote succeeds
@@ -172,6 +173,13 @@ class Writer:
         if self._in_flight or not self._pending:
             self._maybe_drained()
             return
+        self._flushing = True
+        try:
+            self._start_group()
+        finally:
+            self._flushing = False
+
+    def _start_group(self) -> None:
         batch = [self._pending.popleft() for _ in range(min(len(self._pending), self._max_group))]
         started = time.perf_counter()
         try:
@@ -283,7 +291,12 @@ class Writer:
         # The next group goes to the disk first, then this group's waiters wake up: their responses
         # are written while that commit is in flight, instead of the commit thread idling meanwhile.
         if self._pending and not self._scheduled and not self._in_flight:
-            self._flush()
+            if self._flushing:  # a group that failed at once, inside _flush: no recursion
+                self._scheduled = True
+                assert self._loop is not None
+                self._loop.call_soon(self._flush)
+            else:
+                self._flush()
         _resolve(done)
         self._maybe_drained()
 
