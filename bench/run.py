@@ -126,9 +126,11 @@ end
     return path
 
 
-def minimal_ceiling(args: argparse.Namespace, work: Path) -> Result:
+def minimal_ceiling(args: argparse.Namespace, work: Path, *, stock: bool = False) -> Result:
+    """The minimal app on hookgate's stack (``stock``: on uvicorn's own httptools protocol)."""
     port = free_port()
-    proc = subprocess.Popen([PY, str(HERE / "minimal_app.py"), str(port)], stderr=subprocess.DEVNULL)
+    extra = ["--stock"] if stock else []
+    proc = subprocess.Popen([PY, str(HERE / "minimal_app.py"), str(port), *extra], stderr=subprocess.DEVNULL)
     try:
         wait_http(f"http://127.0.0.1:{port}/")
         script = lua(work / "min.lua", "POST", "/hooks/wake", {"Content-Type": "application/json"},
@@ -405,6 +407,12 @@ def main() -> int:
     first = minimal_ceiling(args, work)
     first.name = "minimal ASGI app (ceiling, start)"
     results: list[Result] = [first]
+    if args.only in (None, "hooks", "webhooks"):
+        # For reference, not a ceiling: the same app on uvicorn's own protocol (two writes per
+        # response, sent at once); hookgate's protocol sends a loop pass's writes together.
+        stock = minimal_ceiling(args, work, stock=True)
+        stock.name = "minimal app, uvicorn's protocol (reference)"
+        results.append(stock)
     notes: list[str] = []
     if args.only in (None, "hooks"):
         hooks_suite(args, work, results, notes)

@@ -19,6 +19,7 @@ from hookgate import __version__
 from hookgate.clock import Clock, SystemClock
 from hookgate.config.settings import Settings
 from hookgate.edge.app import Gateway
+from hookgate.edge.protocol import HookgateHttpProtocol
 from hookgate.errors import ConfigError, HookgateError
 from hookgate.obs import logging as obs_logging
 from hookgate.obs.metrics import Metrics
@@ -123,7 +124,7 @@ class Service:
             print(f"error: cannot listen on {self.host}:{self.port}: {exc.strerror}", file=sys.stderr)
             return 1
         config = uvicorn.Config(
-            gw, loop="none", http="httptools", lifespan="off", access_log=False, log_config=None,
+            gw, loop="none", http=HookgateHttpProtocol, lifespan="off", access_log=False, log_config=None,
             server_header=False, proxy_headers=False, timeout_graceful_shutdown=max(1, int(self.settings.gateway.drain_timeout_seconds)),
             timeout_keep_alive=30,
         )
