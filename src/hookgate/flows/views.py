@@ -27,11 +27,6 @@ def _put_str(view: dict[str, Any], key: str, value: str | None) -> None:
         view[key] = value
 
 
-def _put_set(view: dict[str, Any], key: str, value: Any) -> None:
-    if value is not UNSET:
-        view[key] = value
-
-
 def _put_int(view: dict[str, Any], key: str, value: int | None) -> None:
     if value is not None:
         view[key] = value
@@ -40,8 +35,8 @@ def _put_int(view: dict[str, Any], key: str, value: int | None) -> None:
 def flow_view(flow: Flow) -> dict[str, Any]:
     """FlowView: ``flowId``, ``syncMode``, ``controllerId*`` … ``updatedAt``, ``endedAt?``.
 
-    The ``*``/``?`` rules of ``_put_str``/``_put_set``/``_put_int`` written out: every response of
-    Surface A builds at least one of these views."""
+    The ``*``/``?`` rules (``_put_str``, ``_put_int``; a JSON field unless ``UNSET``) written out:
+    every response of Surface A builds at least one of these views."""
     view: dict[str, Any] = {"flowId": flow.flow_id, "syncMode": flow.sync_mode}
     if flow.controller_id:
         view["controllerId"] = flow.controller_id

@@ -129,7 +129,6 @@ class Writer:
         self._commits = _CommitThread()
         self._in_flight = False  # a BEGIN or COMMIT runs on the commit thread
         self._scheduled = False
-        self._flushing = False  # inside _flush (a group failing at once must not start the next one inline)
         self._closed = False
         self._drained: asyncio.Event | None = None
         self.healthy = True  # False after a failed commit, until a commit that wrote succeeds
@@ -173,13 +172,6 @@ class Writer:
         if self._in_flight or not self._pending:
             self._maybe_drained()
             return
-        self._flushing = True
-        try:
-            self._start_group()
-        finally:
-            self._flushing = False
-
-    def _start_group(self) -> None:
         batch = [self._pending.popleft() for _ in range(min(len(self._pending), self._max_group))]
         started = time.perf_counter()
         try:
@@ -208,7 +200,7 @@ class Writer:
     def _after_begin(self, exc: BaseException | None, batch: list[_Item], started: float) -> None:
         self._in_flight = False
         if exc is not None:
-            self._finish(batch, self._fail_all(batch, exc))
+            self._finish(batch, self._fail_all(batch, exc), next_inline=True)
             return
         self._run(batch, started)
 
@@ -277,7 +269,7 @@ class Writer:
     ) -> None:
         self._in_flight = False
         if exc is not None:
-            self._finish(batch, self._fail_all(batch, exc))
+            self._finish(batch, self._fail_all(batch, exc), next_inline=True)
             return
         self.commits += 1
         if self._conn.total_changes != changes_before:
@@ -285,18 +277,22 @@ class Writer:
         if self._metrics is not None and self._commit_hist is not None:
             self._commit_hist.observe(time.perf_counter() - started)
             self._metrics.store_group_size.observe(len(batch))
-        self._finish(batch, done)
+        self._finish(batch, done, next_inline=True)
 
-    def _finish(self, batch: list[_Item], done: list[_Done]) -> None:
-        # The next group goes to the disk first, then this group's waiters wake up: their responses
-        # are written while that commit is in flight, instead of the commit thread idling meanwhile.
+    def _finish(self, batch: list[_Item], done: list[_Done], *, next_inline: bool = False) -> None:
+        """Complete a group's waiters and start the next group.
+
+        ``next_inline`` (a BEGIN or COMMIT landing, called back from the commit thread): the next group
+        goes to the disk first, then this group's waiters wake up, so their responses are written
+        while that commit is in flight instead of the commit thread idling meanwhile. Otherwise (a
+        group that failed at once, inside ``_flush``) the next flush is scheduled: no recursion."""
         if self._pending and not self._scheduled and not self._in_flight:
-            if self._flushing:  # a group that failed at once, inside _flush: no recursion
+            if next_inline:
+                self._flush()
+            else:
                 self._scheduled = True
                 assert self._loop is not None
                 self._loop.call_soon(self._flush)
-            else:
-                self._flush()
         _resolve(done)
         self._maybe_drained()
 
