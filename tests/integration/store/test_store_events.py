@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+
 from storetest import NOW, StoreFactory, sample
 
 from hookgate.obs.metrics import Metrics
@@ -195,3 +198,94 @@ async def test_list_events_filters_and_limit(store: SqliteStore) -> None:
     assert await store.list_events(agent_id="nobody") == []
     assert await store.list_events(status="consumed") == []
     assert all(e.agent_id == "main" and e.session_key == MAIN for e in await store.list_events())
+
+
+# --- one group of operations: the queue is read once per transaction (SqliteStore._queue_view) -------
+
+
+async def test_a_group_of_wakes_follows_the_rules_one_by_one(store: SqliteStore) -> None:
+    """Wakes committed together in one group get the outcomes they would get one after the other."""
+    texts = ["a", "a", "b", *(f"e{i}" for i in range(20))]
+    commits = store.writer.commits
+    outcomes = await asyncio.gather(*(queue(store, t, wake="hook:wake") for t in texts))
+    assert store.writer.commits == commits + 1  # one group
+    assert outcomes[:3] == [("queued", 0), ("coalesced", 0), ("queued", 0)]
+    assert outcomes[3:21] == [("queued", 0)] * 18
+    assert outcomes[21:] == [("queued", 1), ("queued", 1)]  # the 21st and 22nd pending push out a and b
+    assert [e.text for e in await store.list_events(status="dropped")] == ["b", "a"]
+    pending = await store.list_events(status="pending", limit=100)
+    assert [e.text for e in pending] == [f"e{i}" for i in reversed(range(20))]
+    assert await store.pending_heartbeat_requests("main") == 1  # one millisecond, one reason
+
+    # the next group starts from what the first one committed
+    assert await queue(store, "e19") == ("coalesced", 0)
+    assert await queue(store, "next") == ("queued", 1)
+    assert [e.text for e in await store.list_events(status="dropped")] == ["e0", "b", "a"]
+
+
+async def test_a_write_between_wakes_of_one_group_is_seen(store: SqliteStore) -> None:
+    """Another operation of the same group that changes the queue: the wake after it reads it anew."""
+
+    def append_b(conn):  # type: ignore[no-untyped-def]
+        conn.execute("INSERT INTO system_events (session_key, text, created_at, status, updated_at) "
+                     "VALUES (?, 'b', ?, 'pending', ?)", (MAIN, NOW, NOW))
+
+    def consume_all(conn):  # type: ignore[no-untyped-def]
+        conn.execute("UPDATE system_events SET status = 'consumed'")
+        conn.execute("UPDATE heartbeat_requests SET consumed = 1, consumed_at = ?", (NOW,))
+
+    commits = store.writer.commits
+    outcomes = await asyncio.gather(
+        queue(store, "a", wake="hook:wake"),
+        store._write(append_b),
+        queue(store, "b", wake="hook:wake"),  # b is the newest pending now
+        store._write(consume_all),
+        queue(store, "b", wake="hook:wake"),  # nothing pending any more
+    )
+    assert store.writer.commits == commits + 1
+    assert [outcomes[0], outcomes[2], outcomes[4]] == [("queued", 0), ("coalesced", 0), ("queued", 0)]
+    assert [e.text for e in await store.list_events(status="pending")] == ["b"]
+    assert await store.pending_heartbeat_requests("main") == 1  # recorded again after the consume
+
+
+async def test_a_failed_operation_in_the_group_leaves_the_queue_as_committed(store: SqliteStore) -> None:
+    """An operation that wrote an event and then raised is undone; the wakes around it see the queue
+    without its event."""
+
+    def append_then_fail(conn):  # type: ignore[no-untyped-def]
+        conn.execute("INSERT INTO system_events (session_key, text, created_at, status, updated_at) "
+                     "VALUES (?, 'b', ?, 'pending', ?)", (MAIN, NOW, NOW))
+        raise ValueError("boom")
+
+    outcomes = await asyncio.gather(
+        queue(store, "a"), store._write(append_then_fail), queue(store, "b"), return_exceptions=True
+    )
+    assert outcomes[0] == ("queued", 0)
+    assert isinstance(outcomes[1], ValueError)
+    assert outcomes[2] == ("queued", 0)  # b was never committed
+    assert [e.text for e in await store.list_events(status="all")] == ["b", "a"]
+
+
+async def test_two_agents_sharing_a_session_in_one_group(store: SqliteStore) -> None:
+    """Views of one session under two agent ids: a write through one is seen through the other."""
+    outcomes = await asyncio.gather(
+        queue(store, "a", agent="main", wake="hook:wake"),
+        queue(store, "b", agent="other", wake="hook:wake"),
+        queue(store, "b", agent="main", wake="hook:wake"),
+        queue(store, "c", agent="other", wake="hook:wake"),
+    )
+    assert outcomes == [("queued", 0), ("queued", 0), ("coalesced", 0), ("queued", 0)]
+    assert [e.text for e in await store.list_events(status="pending")] == ["c", "b", "a"]
+    assert await store.pending_heartbeat_requests("main") == 1
+    assert await store.pending_heartbeat_requests("other") == 1
+
+
+async def test_a_change_by_another_connection_between_groups_is_seen(store: SqliteStore) -> None:
+    """An operator's command (another connection) consumes the queue between two groups."""
+    assert await queue(store, "x") == ("queued", 0)
+    other = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        other.execute("UPDATE system_events SET status = 'consumed'")
+    finally:
+        other.close()
+    assert await queue(store, "x") == ("queued", 0)

@@ -12,6 +12,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,6 +58,17 @@ _encode_json = msgspec.json.Encoder().encode
 _decode_json = msgspec.json.Decoder(dict[str, Any]).decode
 
 
+class _QueueView:
+    """A session's pending events (seqs, oldest first; the newest text) and its agent's newest pending
+    wake request, as one write transaction sees them (one ``pending_queue`` row)."""
+
+    __slots__ = ("newest", "pending", "wake_at", "wake_reason")
+
+    def __init__(self, row: tuple[str | None, str | None, str | None, int | None]) -> None:
+        seqs, self.newest, self.wake_reason, self.wake_at = row
+        self.pending: deque[int] = deque(sorted(map(int, seqs.split(",")))) if seqs else deque()
+
+
 class SqliteStore:
     """``Store`` on one SQLite file. Create, then ``await open()``; ``await close()`` when done."""
 
@@ -93,6 +105,9 @@ class SqliteStore:
         self._lock_fd: int | None = None
         # Session keys known to be committed: the hot paths skip the existence check for them.
         self._known_sessions: set[str] = set()
+        # Pending queues read in the current write transaction (``_queue_view``).
+        self._queues: dict[tuple[str, str], _QueueView] = {}
+        self._queues_mark: tuple[int, int] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -268,24 +283,58 @@ class SqliteStore:
     ) -> WakeResult:
         """The queue rules of model.md §4.1 inside the caller's transaction (text already prepared)."""
         self._ensure_session(conn, session_key, agent_id, None, now_ms)
-        # Few statements and single-row results: each sqlite3 step costs a GIL round trip.
-        newest, pending, oldest, wake_reason_then, wake_at = conn.execute(
-            Q["pending_event_head"], (session_key, agent_id)).fetchone()
-        if newest == text:
+        view = self._queue_view(conn, session_key, agent_id)
+        if view.newest == text:
             result = WakeResult("coalesced", 0)
         else:
-            conn.execute(Q["insert_event"], (session_key, text, now_ms))
+            seq = conn.execute(Q["insert_event"], (session_key, text, now_ms)).lastrowid
+            assert seq is not None  # every INSERT sets it
+            view.newest = text
+            pending = view.pending
+            pending.append(seq)
             dropped = 0
-            if pending == MAX_PENDING_EVENTS:  # full: the new one pushes the oldest out
-                dropped = conn.execute(Q["drop_event"], (oldest, now_ms)).rowcount
-            elif pending > MAX_PENDING_EVENTS:  # more than the cap (kept by an older version): trim
+            if len(pending) == MAX_PENDING_EVENTS + 1:  # full: the new one pushes the oldest out
+                dropped = conn.execute(Q["drop_event"], (pending.popleft(), now_ms)).rowcount
+            elif len(pending) > MAX_PENDING_EVENTS:  # more than the cap (kept by an older version): trim
                 dropped = conn.execute(
                     Q["drop_excess_pending_events"], (session_key, MAX_PENDING_EVENTS, now_ms)
                 ).rowcount
+                while len(pending) > MAX_PENDING_EVENTS:
+                    pending.popleft()
             result = WakeResult("queued", dropped)
-        if wake_reason is not None and (wake_reason_then != wake_reason or wake_at != now_ms):
+        if wake_reason is not None and (view.wake_reason != wake_reason or view.wake_at != now_ms):
             _record_wake(conn, agent_id, wake_reason, now_ms)
+            view.wake_reason, view.wake_at = wake_reason, now_ms
+        self._wrote_queue(conn, session_key, agent_id)
         return result
+
+    def _queue_view(self, conn: sqlite3.Connection, session_key: str, agent_id: str) -> _QueueView:
+        """The session's pending queue as this transaction sees it, read once per transaction.
+
+        A group of wakes on one session reads the queue once instead of once per wake (the read was
+        over half of a wake's SQL). The views are valid while nothing else has written: same
+        transaction (``Writer.txn``) and no row changed since the last queue operation finished
+        (``total_changes``, which counts every row any statement of this connection changed, rolled
+        back or not). Anything else — another operation's write, a failed operation, a new
+        transaction — drops them all.
+        """
+        writer = self.writer
+        if self._queues_mark != (writer.txn, conn.total_changes):
+            self._queues.clear()
+        self._queues_mark = None  # invalid until this operation has written everything
+        key = (session_key, agent_id)
+        view = self._queues.get(key)
+        if view is None:
+            view = self._queues[key] = _QueueView(conn.execute(Q["pending_queue"], key).fetchone())
+        return view
+
+    def _wrote_queue(self, conn: sqlite3.Connection, session_key: str, agent_id: str) -> None:
+        queues = self._queues
+        if len(queues) > 1:  # another view of the same session's events or agent's wakes is now stale
+            mine = (session_key, agent_id)
+            for key in [k for k in queues if k != mine and (k[0] == session_key or k[1] == agent_id)]:
+                del queues[key]
+        self._queues_mark = (self.writer.txn, conn.total_changes)
 
     def _count_event(self, outcome: str, n: int = 1) -> None:
         if self._metrics is not None:
@@ -447,7 +496,7 @@ def _record_wake(conn: sqlite3.Connection, agent_id: str, reason: str, now_ms: i
     """Persist a wake request and pull the agent's heartbeat due time to ``now + 250 ms`` at the latest.
 
     The caller skips it when the agent's newest pending request has the same reason and the same
-    millisecond (``pending_event_head`` reads it): that one already stands for this one (a turn
+    millisecond (``pending_queue`` reads it): that one already stands for this one (a turn
     consumes the requests created up to its start, so any turn that consumes it would consume this
     one too) and it already pulled the due time to the same value. A burst of wakes thus records one
     request per agent, reason and millisecond, and the turn that consumes them no longer updates one

@@ -33,14 +33,14 @@ INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) VALUES 
 SELECT key, agent_id, session_id, spawned_by, last_channel, last_to, created_at, updated_at
 FROM sessions WHERE key = ?;
 
--- name: pending_event_head
--- The newest pending text (coalescing), how many are pending and the oldest one's seq (the cap); then
--- the reason and time of agent ?2's newest pending wake request (see _record_wake). One statement:
--- each costs a round trip through the sqlite3 module.
+-- name: pending_queue
+-- A session's pending events (their seqs joined by commas, in no set order) and the newest one's text;
+-- then the reason and time of agent ?2's newest pending wake request (see _record_wake): what
+-- SqliteStore keeps as its queue view. One statement and one row: each statement and each row cost a
+-- round trip through the sqlite3 module.
 SELECT
+    (SELECT group_concat(seq) FROM system_events WHERE session_key = ?1 AND status = 'pending'),
     (SELECT text FROM system_events WHERE session_key = ?1 AND status = 'pending' ORDER BY seq DESC LIMIT 1),
-    (SELECT count(*) FROM system_events WHERE session_key = ?1 AND status = 'pending'),
-    (SELECT min(seq) FROM system_events WHERE session_key = ?1 AND status = 'pending'),
     (SELECT reason FROM heartbeat_requests WHERE agent_id = ?2 AND consumed = 0 ORDER BY id DESC LIMIT 1),
     (SELECT created_at FROM heartbeat_requests WHERE agent_id = ?2 AND consumed = 0 ORDER BY id DESC LIMIT 1);
 

@@ -133,6 +133,7 @@ class Writer:
         self._drained: asyncio.Event | None = None
         self.healthy = True  # False after a failed commit, until a commit that wrote succeeds
         self.commits = 0  # groups committed (tests and benchmarks read it)
+        self.txn = 0  # counts BEGINs: what operations learn inside a transaction holds for that one alone
 
     def start(self) -> None:
         """Bind to the running event loop (operations run on it)."""
@@ -176,6 +177,7 @@ class Writer:
         started = time.perf_counter()
         try:
             self._conn.execute("BEGIN IMMEDIATE")
+            self.txn += 1
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 self._finish(batch, self._fail_all(batch, exc))
@@ -191,6 +193,7 @@ class Writer:
         while True:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
+                self.txn += 1
                 return
             except sqlite3.OperationalError:
                 if time.monotonic() >= deadline:
@@ -236,6 +239,7 @@ class Writer:
         try:
             conn.execute("ROLLBACK")
             conn.execute("BEGIN IMMEDIATE")
+            self.txn += 1
         except sqlite3.Error as exc:
             self._finish(batch, self._fail_all(batch, exc))
             return
