@@ -1,8 +1,10 @@
-"""The embedded SQLite store (operations.md §4.2): one writer thread, a small read pool, WAL.
+"""The embedded SQLite store (operations.md §4.2): one write connection with group commit, a small
+read pool, WAL.
 
 Domain methods are thin: each builds a function of a ``sqlite3.Connection`` and hands it to
-``_write`` (the group-committing writer thread, one savepoint per call) or ``_read`` (a pooled read
-connection inside one read transaction). Later features add methods the same way.
+``_write`` (the group-committing ``Writer``: the function runs in the group's transaction, and only
+what it wrote is undone when it raises) or ``_read`` (a pooled read connection inside one read
+transaction). Later features add methods the same way.
 """
 
 from __future__ import annotations
@@ -217,10 +219,10 @@ class SqliteStore:
     # --- extension points --------------------------------------------------------------------------
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` on the writer thread in its own savepoint; returns after the group committed.
+        """Run ``fn`` in the writer's next group; returns after the group committed.
 
         ``sqlite3.OperationalError`` and commit failures surface as ``StoreUnavailable``; any other
-        exception raised by ``fn`` rolls back its savepoint and is re-raised here unchanged.
+        exception raised by ``fn`` undoes what ``fn`` wrote and is re-raised here unchanged.
         A caller cancelled while waiting does not undo the write.
         """
         return await self.writer.submit(fn)

@@ -133,7 +133,7 @@ class Writer:
         self._drained: asyncio.Event | None = None
         self.healthy = True  # False after a failed commit, until a commit that wrote succeeds
         self.commits = 0  # groups committed (tests and benchmarks read it)
-        self.txn = 0  # counts BEGINs: what operations learn inside a transaction holds for that one alone
+        self.txn = 0  # transactions begun (``_begin``): what an operation learns in one holds for it alone
 
     def start(self) -> None:
         """Bind to the running event loop (operations run on it)."""
@@ -176,8 +176,7 @@ class Writer:
         batch = [self._pending.popleft() for _ in range(min(len(self._pending), self._max_group))]
         started = time.perf_counter()
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-            self.txn += 1
+            self._begin()
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 self._finish(batch, self._fail_all(batch, exc))
@@ -188,12 +187,15 @@ class Writer:
             return
         self._run(batch, started)
 
+    def _begin(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        self.txn += 1
+
     def _begin_waiting(self) -> None:
         deadline = time.monotonic() + self._busy_timeout_s
         while True:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self.txn += 1
+                self._begin()
                 return
             except sqlite3.OperationalError:
                 if time.monotonic() >= deadline:
@@ -238,8 +240,7 @@ class Writer:
         conn = self._conn
         try:
             conn.execute("ROLLBACK")
-            conn.execute("BEGIN IMMEDIATE")
-            self.txn += 1
+            self._begin()
         except sqlite3.Error as exc:
             self._finish(batch, self._fail_all(batch, exc))
             return
