@@ -255,3 +255,55 @@ async def test_events_and_runs_survive_the_check_migration(tmp_path: Path, make_
     sql = await store._read(lambda c: " ".join(r[0] for r in c.execute(
         "SELECT sql FROM sqlite_master WHERE name IN ('system_events', 'runs')")))
     assert " IN (" not in sql
+
+
+async def test_deliveries_and_attempts_survive_the_delivery_check_migration(
+    tmp_path: Path, make_store: StoreFactory
+) -> None:
+    """A database at schema 6 keeps every delivery and attempt through migration 7 (the deliveries
+    CHECK without an IN list): attempt ids keep growing past the highest ever used, deleting a
+    delivery still deletes its attempts, and the CHECK still refuses an unknown status."""
+    path = tmp_path / "hookgate.db"
+    conn = database_at(path, 6, "agent:main:main")
+    for i, status in enumerate(["pending", "delivered", "dead"]):
+        conn.execute(
+            "INSERT INTO deliveries (delivery_id, run_id, agent_id, channel, target, text, status, attempts,"
+            " created_at, updated_at, seq, parts_sent, leased_by, lease_until) "
+            "VALUES (?, ?, 'main', 'console', 'ops', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (f"d{i}", f"run-{i}", f"reply {i}", status, i, NOW + i, NOW + i, i + 1, i, "w1" if i == 0 else None,
+             NOW + 5000 if i == 0 else None))
+        for n in range(2):
+            conn.execute("INSERT INTO delivery_attempts (delivery_id, at, outcome, http_status, error) "
+                         "VALUES (?, ?, ?, ?, ?)", (f"d{i}", NOW + n, "error" if n == 0 else "ok", 500 + n, f"e{n}"))
+    conn.execute("DELETE FROM delivery_attempts WHERE id = 6")  # the highest id (6) is gone, not reusable
+    deliveries_before = conn.execute("SELECT * FROM deliveries ORDER BY seq").fetchall()
+    attempts_before = conn.execute("SELECT * FROM delivery_attempts ORDER BY id").fetchall()
+    conn.close()
+
+    store = await make_store(path=path)
+
+    assert await store._read(lambda c: c.execute("SELECT * FROM deliveries ORDER BY seq").fetchall()) == deliveries_before
+    assert await store._read(lambda c: c.execute("SELECT * FROM delivery_attempts ORDER BY id").fetchall()) == attempts_before
+
+    def new_attempt(c: sqlite3.Connection) -> int:
+        return int(c.execute("INSERT INTO delivery_attempts (delivery_id, at, outcome) VALUES ('d0', ?, 'ok')",
+                             (NOW,)).lastrowid or 0)
+
+    assert await store._write(new_attempt) == 7
+
+    def delete_delivery(c: sqlite3.Connection) -> None:
+        c.execute("DELETE FROM deliveries WHERE delivery_id = 'd1'")
+
+    await store._write(delete_delivery)
+    remaining = await store._read(lambda c: [r[0] for r in c.execute(
+        "SELECT delivery_id FROM delivery_attempts ORDER BY id")])
+    assert remaining == ["d0", "d0", "d2", "d0"]
+
+    def bad_status(c: sqlite3.Connection) -> None:
+        c.execute("UPDATE deliveries SET status = 'sent' WHERE delivery_id = 'd0'")
+
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+        await store._write(bad_status)
+    sql = await store._read(lambda c: c.execute("SELECT sql FROM sqlite_master WHERE name = 'deliveries'").fetchone()[0])
+    assert " IN (" not in sql
+    assert await store._read(lambda c: c.execute("PRAGMA foreign_key_check").fetchall()) == []
