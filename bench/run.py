@@ -84,6 +84,14 @@ class Result:
     p99_ms: float
     statuses: str
     errors: str = ""
+    cpu_us: float = float("nan")  # the server process's CPU time (all threads) per request
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, all its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -94,17 +102,21 @@ def _latency(text: str, pct: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)] if m else float("nan")
 
 
-def wrk(name: str, url: str, script: Path, args: argparse.Namespace) -> Result:
+def wrk(name: str, url: str, script: Path, args: argparse.Namespace, pid: int) -> Result:
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
            "-s", str(script), url]
+    cpu_before = cpu_seconds(pid)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(pid) - cpu_before
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    requests = re.search(r"(\d+) requests in", out)
     statuses = re.search(r"STATUSES (.*)", out)
     errors = re.search(r"Socket errors: (.*)", out)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return Result(name, rps, _latency(out, "50"), _latency(out, "99"),
                   statuses.group(1).strip() if statuses else "",
-                  (errors.group(1) if errors else "") + (f" non2xx={non2xx.group(1)}" if non2xx else ""))
+                  (errors.group(1) if errors else "") + (f" non2xx={non2xx.group(1)}" if non2xx else ""),
+                  cpu / int(requests.group(1)) * 1e6 if requests else float("nan"))
 
 
 
@@ -135,7 +147,7 @@ def minimal_ceiling(args: argparse.Namespace, work: Path, *, stock: bool = False
         wait_http(f"http://127.0.0.1:{port}/")
         script = lua(work / "min.lua", "POST", "/hooks/wake", {"Content-Type": "application/json"},
                      "'{\"text\":\"bench ' .. tid .. '-' .. counter .. '\"}'")
-        return wrk("minimal ASGI app (ceiling)", f"http://127.0.0.1:{port}", script, args)
+        return wrk("minimal ASGI app (ceiling)", f"http://127.0.0.1:{port}", script, args, proc.pid)
     finally:
         proc.terminate()
         proc.wait()
@@ -334,17 +346,18 @@ def hooks_suite(args: argparse.Namespace, work: Path, results: list[Result], not
         half = argparse.Namespace(**{**vars(args), "duration": max(1, args.duration // 2)})
         with RssSampler(gw.proc.pid) as sampler:
             for name, script in scenarios:
-                results.append(wrk(name, gw.base, script, args))
+                results.append(wrk(name, gw.base, script, args, gw.proc.pid))
             rounds: dict[str, list[Result]] = {name: [] for name, _ in mapped}
             for name, script in [*mapped, *reversed(mapped)]:
                 # with the embedded worker, each round starts once the runs of the previous one are
                 # executed: a backlog left by one scenario would otherwise slow the next one down
                 wait_runs_idle(work / "hooks.db")
-                rounds[name].append(wrk(name, gw.base, script, half))
+                rounds[name].append(wrk(name, gw.base, script, half, gw.proc.pid))
             wait_runs_idle(work / "hooks.db")
         for name, rs in rounds.items():
             results.append(Result(name, sum(r.rps for r in rs) / len(rs), sum(r.p50_ms for r in rs) / len(rs),
-                                  max(r.p99_ms for r in rs), "", " ".join(r.errors for r in rs).strip()))
+                                  max(r.p99_ms for r in rs), "", " ".join(r.errors for r in rs).strip(),
+                                  sum(r.cpu_us for r in rs) / len(rs)))
         base = rounds[mapped[0][0]]
         agent_rps = sum(r.rps for r in base) / len(base)
         for name, _ in mapped[1:]:
@@ -366,10 +379,10 @@ def webhooks_suite(args: argparse.Namespace, work: Path, results: list[Result], 
         before = gw.rss()
         results.append(wrk("create_flow (valid)", gw.base, lua_route(
             work / "create.lua", "'{\"action\":\"create_flow\",\"goal\":\"bench ' .. tid .. '-' .. counter .. '\"}'"),
-            args))
+            args, gw.proc.pid))
         after_create = gw.rss()
         results.append(wrk("set_waiting/resume_flow pair", gw.base,
-                           lua_mutation_pair(work / "pair.lua", pair_ids, args.threads), args))
+                           lua_mutation_pair(work / "pair.lua", pair_ids, args.threads), args, gw.proc.pid))
         after = gw.rss()
         notes.append(f"webhooks: RSS {before:.1f} MiB before create_flow, {after_create:.1f} MiB after it, "
                      f"{after:.1f} MiB after the mutations (peak {gw.rss('VmHWM'):.1f} MiB)")
@@ -378,12 +391,13 @@ def webhooks_suite(args: argparse.Namespace, work: Path, results: list[Result], 
         db = work / f"get{n}.db"
         ids = seed_flows(db, n)
         with Gateway(work, db, args.durability) as gw:
-            results.append(wrk(f"get_flow ({n} flows stored)", gw.base, lua_get_flow(work / f"get{n}.lua", ids), args))
+            results.append(wrk(f"get_flow ({n} flows stored)", gw.base, lua_get_flow(work / f"get{n}.lua", ids), args,
+                               gw.proc.pid))
     db = work / "list.db"
     seed_flows(db, 10_000)
     with Gateway(work, db, args.durability) as gw:
         results.append(wrk("list_flows (10 000 flows in the session)", gw.base,
-                           lua_route(work / "list.lua", "'{\"action\":\"list_flows\"}'"), args))
+                           lua_route(work / "list.lua", "'{\"action\":\"list_flows\"}'"), args, gw.proc.pid))
 
 
 def main() -> int:
@@ -425,6 +439,7 @@ def main() -> int:
         results.append(last)
         ceilings.append(last)
     ceiling = sum(c.rps for c in ceilings) / len(ceilings)
+    ceiling_cpu = sum(c.cpu_us for c in ceilings) / len(ceilings)
     if len(ceilings) > 1:
         notes.insert(0, f"ratios against the mean ceiling {ceiling:.0f} req/s "
                         f"(start {first.rps:.0f}, end {ceilings[-1].rps:.0f})")
@@ -439,10 +454,12 @@ def main() -> int:
 
     print(f"\nhookgate bench — wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
           f"durability {args.durability}, {os.cpu_count()} cores\n")
-    print(f"{'scenario':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8}  notes")
+    print(f"{'scenario':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8} {'cpu us':>7} {'cpu r':>6}  notes")
     for r in results:
-        print(f"{r.name:44} {r.rps:9.0f} {r.rps / ceiling:6.2f} {r.p50_ms:8.2f} {r.p99_ms:8.2f}  {r.errors}")
+        print(f"{r.name:44} {r.rps:9.0f} {r.rps / ceiling:6.2f} {r.p50_ms:8.2f} {r.p99_ms:8.2f} "
+              f"{r.cpu_us:7.0f} {ceiling_cpu / r.cpu_us:6.2f}  {r.errors}")
     print()
+    print("cpu us: the server's CPU time (all threads) per request; cpu r: the ceiling's cpu us over the row's.")
     for note in notes:
         print(note)
     if args.json:
