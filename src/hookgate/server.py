@@ -27,8 +27,9 @@ from hookgate.runtime.worker import Worker
 from hookgate.store import open_store
 
 LOG_FLUSH_SECONDS = 0.1
-# The store's writer thread needs the GIL back after every SQLite step; with the default 5 ms
-# switch interval a busy event loop makes it wait up to 5 ms each time (group commits stall).
+# The store's commit thread needs the GIL back when its COMMIT returns, to hand the group back to
+# the event loop; with the default 5 ms switch interval a busy loop makes it wait up to 5 ms each
+# time (group commits stall).
 GIL_SWITCH_INTERVAL = 0.0002
 GC_YOUNG_THRESHOLD = 7000
 CONFIG_WATCH_SECONDS = 2.0
