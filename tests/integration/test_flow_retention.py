@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from hookgate.clock import ManualClock
 from hookgate.config.loader import load_settings
@@ -55,7 +56,7 @@ async def test_terminal_tasks_and_old_flows_are_swept(tmp_path: Path) -> None:
         # so mark it through the store the way an interrupted executed run would.
         def mark_lost(tx: Any) -> None:
             task = tx.get_task(lost["taskId"])
-            tx.update_task(dataclasses.replace(task, status="lost", ended_at=clock.now_ms(),
+            tx.update_task(msgspec.structs.replace(task, status="lost", ended_at=clock.now_ms(),
                                                cleanup_after=clock.now_ms() + int(DAY * 1000)))
 
         await store.flow_write(mark_lost)

@@ -1,13 +1,19 @@
 """TaskFlow and task records (model.md §1.1, §2.1): frozen values that the rules replace, never mutate.
 
+They are frozen ``msgspec.Struct``s, built and replaced (``msgspec.structs.replace``) in C: a frozen
+dataclass with these ~20 fields cost 5 µs to build and 10 µs to replace on a slow VM (one ``object.__setattr__``
+per field), 0.4 µs each as a struct — every Surface A request builds or replaces at least one, and
+``list_flows`` builds one per stored flow.
+
 Optional strings are ``None`` when absent and are never stored empty. ``state_json``/``wait_json``
 are ``UNSET`` when absent and ``None`` when they hold JSON ``null`` — two different states.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Final
+
+import msgspec
 
 from hookgate.webhooks.schema import JS_WHITESPACE, UNSET
 
@@ -56,8 +62,7 @@ DELIVERY_STATUSES: Final = (
 CANCELLED_BY_OPERATOR: Final = "Cancelled by operator."
 
 
-@dataclass(frozen=True, slots=True)
-class Flow:
+class Flow(msgspec.Struct, frozen=True):
     """A TaskFlow record (model.md §1.1)."""
 
     flow_id: str
@@ -81,8 +86,7 @@ class Flow:
     created_by_route: str | None = None  # logs only
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(msgspec.Struct, frozen=True):
     """A task record (model.md §2.1)."""
 
     task_id: str
@@ -113,7 +117,7 @@ class Task:
     cleanup_after: int | None = None
     executed: bool = False  # hookgate runs it (webhooks.md §5.4)
     run_ref: str | None = None  # the hookgate run executing it
-    notified_states: tuple[str, ...] = field(default=())  # notification kinds already queued
+    notified_states: tuple[str, ...] = ()  # notification kinds already queued
     requester_agent_id: str | None = None
     task_kind: str | None = None
     metadata: Any = None

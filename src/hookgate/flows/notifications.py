@@ -8,9 +8,10 @@ resulting ``deliveryStatus`` and ``notifiedStates``; ``with_notifications`` appl
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Final, Literal
+
+import msgspec
 
 from hookgate.flows.model import (
     DELIVERY_NOT_APPLICABLE,
@@ -159,7 +160,7 @@ def notifications_for(old: Task | None, new: Task, policy: str | None = None) ->
 def with_notifications(old: Task | None, new: Task) -> tuple[Task, tuple[Notification, ...]]:
     """``new`` with the plan's ``deliveryStatus``/``notifiedStates`` applied, and the notifications."""
     plan = notifications_for(old, new)
-    task = dataclasses.replace(
+    task = msgspec.structs.replace(
         new, delivery_status=plan.delivery_status, notified_states=plan.notified_states
     )
     return task, plan.notifications

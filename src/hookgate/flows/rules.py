@@ -6,10 +6,11 @@ nothing is read or written. Callers check ownership, revisions and refusals firs
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
+
+import msgspec
 
 from hookgate.flows.model import (
     BLOCKED,
@@ -117,7 +118,7 @@ def new_flow(
 
 
 def _bump(flow: Flow, now: int, **changes: Any) -> Flow:
-    return dataclasses.replace(flow, revision=flow.revision + 1, updated_at=now, **changes)
+    return msgspec.structs.replace(flow, revision=flow.revision + 1, updated_at=now, **changes)
 
 
 def apply_set_waiting(flow: Flow, action: SetWaiting, now: int) -> Flow:
@@ -355,7 +356,7 @@ def merge_retry(existing: Task, action: RunTask) -> Task:
     delivery = existing.delivery_status
     if delivery != DELIVERY_DELIVERED:
         delivery = DELIVERY_PENDING
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         existing,
         source_id=existing.source_id or action.source_id,
         parent_task_id=existing.parent_task_id or action.parent_task_id,
@@ -381,14 +382,14 @@ def _patch_summary(current: str | None, value: str | None | Unset) -> str | None
 
 
 def _finish_task(task: Task, status: str, now: int, retention: Retention, **changes: Any) -> Task:
-    ended = dataclasses.replace(
+    ended = msgspec.structs.replace(
         task,
         status=status,
         ended_at=now,
         terminal_outcome=SUCCEEDED if status == SUCCEEDED else task.terminal_outcome,
         **changes,
     )
-    return dataclasses.replace(ended, cleanup_after=cleanup_after(ended, retention))
+    return msgspec.structs.replace(ended, cleanup_after=cleanup_after(ended, retention))
 
 
 def apply_task_update(task: Task, action: UpdateTask, now: int, retention: Retention) -> TaskChange:
@@ -399,7 +400,7 @@ def apply_task_update(task: Task, action: UpdateTask, now: int, retention: Reten
         status = RUNNING
     if status == RUNNING and started_at is None:
         started_at = now
-    moved = dataclasses.replace(
+    moved = msgspec.structs.replace(
         task,
         status=status,
         started_at=started_at,
@@ -407,7 +408,7 @@ def apply_task_update(task: Task, action: UpdateTask, now: int, retention: Reten
         terminal_summary=_patch_summary(task.terminal_summary, action.terminal_summary),
         error=_patch_summary(task.error, action.error),
     )
-    moved = dataclasses.replace(
+    moved = msgspec.structs.replace(
         moved,
         last_event_at=_event_time(moved, action.last_event_at if action.last_event_at is not None else now),
     )
@@ -431,7 +432,7 @@ RunEnd = Literal["ok", "error", "skipped", "timed_out", "lost"]
 
 def apply_run_started(task: Task, now: int, run_ref: str | None = None) -> TaskChange:
     """An executed task's run started: ``running`` with ``startedAt``/``lastEventAt``."""
-    moved = dataclasses.replace(
+    moved = msgspec.structs.replace(
         task,
         status=RUNNING,
         started_at=task.started_at if task.started_at is not None else now,

@@ -7,7 +7,6 @@ writes what the decision says, queues the task notifications, and — for mutati
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -182,7 +181,7 @@ class FlowService:
                      created_at=now)
         tx.enqueue_run(run)
         self._effects.append(("enqueue", run.run_id))
-        return dataclasses.replace(task, run_ref=run.run_id)
+        return msgspec.structs.replace(task, run_ref=run.run_id)
 
     def _update_task(self, tx: FlowTx, owner: str, action: s.UpdateTask, now: int) -> results.Outcome:
         task = tx.get_task(action.task_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import msgspec
@@ -49,7 +48,7 @@ def make_flow(**changes: Any) -> Flow:
     base = Flow(
         flow_id="f1", owner_key=OWNER, goal="g", created_at=1000, updated_at=1000, seq=1, controller_id="c"
     )
-    return dataclasses.replace(base, **changes)
+    return msgspec.structs.replace(base, **changes)
 
 
 def make_task(**changes: Any) -> Task:
@@ -64,7 +63,7 @@ def make_task(**changes: Any) -> Task:
         parent_flow_id="f1",
         last_event_at=1000,
     )
-    return dataclasses.replace(base, **changes)
+    return msgspec.structs.replace(base, **changes)
 
 
 def run(**fields: Any) -> RunTask:

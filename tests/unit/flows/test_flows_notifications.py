@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+import msgspec
 import pytest
 
 from hookgate.flows.model import Flow, Task
@@ -31,7 +31,7 @@ def make_task(**changes: Any) -> Task:
         seq=1,
         parent_flow_id="f1",
     )
-    return dataclasses.replace(base, **changes)
+    return msgspec.structs.replace(base, **changes)
 
 
 FLOW = Flow(flow_id="f1", owner_key=OWNER, goal="g", created_at=1, updated_at=1, seq=1)
@@ -133,17 +133,17 @@ def test_state_changes_creation() -> None:
 
 def test_state_changes_transitions() -> None:
     queued = make_task(notify_policy="state_changes", notified_states=("accepted",))
-    running = dataclasses.replace(queued, status="running", progress_summary="p1")
+    running = msgspec.structs.replace(queued, status="running", progress_summary="p1")
     assert kinds(queued, running) == ["started"]
     plan = notifications_for(queued, running)
     assert plan.notified_states == ("accepted", "started")
-    running = dataclasses.replace(running, notified_states=plan.notified_states)
-    assert kinds(running, dataclasses.replace(running, progress_summary="p2")) == ["update"]
-    assert kinds(running, dataclasses.replace(running, progress_summary="p1")) == []
-    assert kinds(running, dataclasses.replace(running, progress_summary=None)) == []
-    assert kinds(running, dataclasses.replace(running, status="failed", error="x")) == ["terminal"]
+    running = msgspec.structs.replace(running, notified_states=plan.notified_states)
+    assert kinds(running, msgspec.structs.replace(running, progress_summary="p2")) == ["update"]
+    assert kinds(running, msgspec.structs.replace(running, progress_summary="p1")) == []
+    assert kinds(running, msgspec.structs.replace(running, progress_summary=None)) == []
+    assert kinds(running, msgspec.structs.replace(running, status="failed", error="x")) == ["terminal"]
     # started is sent only once
-    again = dataclasses.replace(running, status="queued")
+    again = msgspec.structs.replace(running, status="queued")
     assert kinds(again, running) == []
 
 
@@ -154,7 +154,7 @@ def test_terminal_delivery_status() -> None:
         ("silent", [], "not_applicable"),
     ):
         old = make_task(status="running", notify_policy=policy)
-        new = dataclasses.replace(old, status="succeeded")
+        new = msgspec.structs.replace(old, status="succeeded")
         plan = notifications_for(old, new)
         assert [n.kind for n in plan.notifications] == expected_kinds
         assert plan.delivery_status == delivery
@@ -164,7 +164,7 @@ def test_terminal_delivery_status() -> None:
 
 def test_policy_override_and_wake() -> None:
     old = make_task(status="running", notify_policy="silent")
-    new = dataclasses.replace(old, status="succeeded")
+    new = msgspec.structs.replace(old, status="succeeded")
     [note] = notifications_for(old, new, "done_only").notifications
     assert note.wakes and note.heartbeat_reason == "task:t1"
     created = notifications_for(None, make_task(notify_policy="state_changes")).notifications[0]

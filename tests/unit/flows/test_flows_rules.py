@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+import msgspec
 import pytest
 
 from hookgate.flows.model import Flow, Task, agent_id_from_session_key, clean_summary, is_terminal
@@ -56,7 +56,7 @@ def make_flow(**changes: Any) -> Flow:
         seq=1,
         controller_id="c",
     )
-    return dataclasses.replace(base, **changes)
+    return msgspec.structs.replace(base, **changes)
 
 
 def make_task(**changes: Any) -> Task:
@@ -71,7 +71,7 @@ def make_task(**changes: Any) -> Task:
         parent_flow_id="f1",
         last_event_at=1000,
     )
-    return dataclasses.replace(base, **changes)
+    return msgspec.structs.replace(base, **changes)
 
 
 def run_action(**fields: Any) -> RunTask:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import msgspec
@@ -24,7 +23,7 @@ OWNER = "agent:ops:main"
 
 def make_flow(**changes: Any) -> Flow:
     base = Flow(flow_id="f1", owner_key=OWNER, goal="g", created_at=1000, updated_at=1000, seq=1)
-    return dataclasses.replace(base, **changes)
+    return msgspec.structs.replace(base, **changes)
 
 
 def make_task(**changes: Any) -> Task:
@@ -37,7 +36,7 @@ def make_task(**changes: Any) -> Task:
         created_at=1000,
         seq=1,
     )
-    return dataclasses.replace(base, **changes)
+    return msgspec.structs.replace(base, **changes)
 
 
 FLOW_KEYS = [

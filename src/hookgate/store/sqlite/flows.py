@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -26,19 +25,23 @@ FQ = parse_named_queries(resources.files("hookgate.store.sqlite").joinpath("flow
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
-_FLOW_FIELDS = [f.name for f in dataclasses.fields(Flow)]
-_TASK_FIELDS = [f.name for f in dataclasses.fields(Task)]
+_FLOW_FIELDS = list(Flow.__struct_fields__)
+_TASK_FIELDS = list(Task.__struct_fields__)
 _FLOW_JSON = {"state_json", "wait_json"}
 _FLOW_COLUMNS = ", ".join(_FLOW_FIELDS)
 _TASK_COLUMNS = ", ".join(_TASK_FIELDS)
 
 
+_FLOW_JSON_COLUMNS = [i for i, n in enumerate(_FLOW_FIELDS) if n in _FLOW_JSON]
+
+
 def _flow_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Flow:
-    values = dict(zip(_FLOW_FIELDS, row, strict=True))
-    for key in _FLOW_JSON:
-        raw = values[key]
-        values[key] = UNSET if raw is None else _decode(raw)
-    return Flow(**values)
+    """A row selected with ``_FLOW_COLUMNS`` (the struct's field order), built positionally."""
+    values = list(row)
+    for i in _FLOW_JSON_COLUMNS:
+        raw = values[i]
+        values[i] = UNSET if raw is None else _decode(raw)
+    return Flow(*values)
 
 
 _FLOW_COLUMNS_NO_SEQ = [n for n in _FLOW_FIELDS if n != "seq"]
@@ -55,12 +58,19 @@ def _flow_params(flow: Flow) -> list[Any]:
     return values
 
 
+_TASK_EXECUTED = _TASK_FIELDS.index("executed")
+_TASK_NOTIFIED = _TASK_FIELDS.index("notified_states")
+_TASK_METADATA = _TASK_FIELDS.index("metadata")
+
+
 def _task_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Task:
-    values = dict(zip(_TASK_FIELDS, row, strict=True))
-    values["executed"] = bool(values["executed"])
-    values["notified_states"] = tuple(_decode(values["notified_states"] or "[]"))
-    values["metadata"] = None if values["metadata"] is None else _decode(values["metadata"])
-    return Task(**values)
+    """A row selected with ``_TASK_COLUMNS`` (the struct's field order), built positionally."""
+    values = list(row)
+    values[_TASK_EXECUTED] = bool(values[_TASK_EXECUTED])
+    values[_TASK_NOTIFIED] = tuple(_decode(values[_TASK_NOTIFIED] or "[]"))
+    metadata = values[_TASK_METADATA]
+    values[_TASK_METADATA] = None if metadata is None else _decode(metadata)
+    return Task(*values)
 
 
 def _task_params(task: Task) -> dict[str, Any]:
@@ -145,7 +155,7 @@ class SqliteFlowTx:
         params = _task_params(task)
         params.pop("seq")
         cur = self._conn.execute(_INSERT_TASK, params)
-        return dataclasses.replace(task, seq=int(cur.lastrowid or 0))
+        return msgspec.structs.replace(task, seq=int(cur.lastrowid or 0))
 
     def update_task(self, task: Task) -> None:
         params = _task_params(task)
