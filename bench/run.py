@@ -457,7 +457,7 @@ def main() -> int:
     print(f"{'scenario':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8} {'cpu us':>7} {'cpu r':>6}  notes")
     for r in results:
         print(f"{r.name:44} {r.rps:9.0f} {r.rps / ceiling:6.2f} {r.p50_ms:8.2f} {r.p99_ms:8.2f} "
-              f"{r.cpu_us:7.0f} {ceiling_cpu / r.cpu_us:6.2f}  {r.errors}")
+              f"{r.cpu_us:7.0f} {ceiling_cpu / r.cpu_us if r.cpu_us else float('nan'):6.2f}  {r.errors}")
     print()
     print("cpu us: the server's CPU time (all threads) per request; cpu r: the ceiling's cpu us over the row's.")
     for note in notes:
