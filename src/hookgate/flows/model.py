@@ -1,9 +1,9 @@
 """TaskFlow and task records (model.md §1.1, §2.1): frozen values that the rules replace, never mutate.
 
-They are frozen ``msgspec.Struct``s, built and replaced (``msgspec.structs.replace``) in C: a frozen
-dataclass with these ~20 fields cost 5 µs to build and 10 µs to replace on a slow VM (one ``object.__setattr__``
-per field), 0.4 µs each as a struct — every Surface A request builds or replaces at least one, and
-``list_flows`` builds one per stored flow.
+They are frozen ``msgspec.Struct``s, built and replaced (``msgspec.structs.replace``) in C. A frozen
+dataclass with these ~20 fields cost 5 µs to build and 10 µs to replace on a slow VM (one
+``object.__setattr__`` per field), a struct 0.4 µs each: every Surface A request builds or replaces
+at least one, and ``list_flows`` builds one per stored flow.
 
 Optional strings are ``None`` when absent and are never stored empty. ``state_json``/``wait_json``
 are ``UNSET`` when absent and ``None`` when they hold JSON ``null`` — two different states.

@@ -28,11 +28,9 @@ _decode = msgspec.json.Decoder().decode
 _FLOW_FIELDS = list(Flow.__struct_fields__)
 _TASK_FIELDS = list(Task.__struct_fields__)
 _FLOW_JSON = {"state_json", "wait_json"}
+_FLOW_JSON_COLUMNS = [i for i, n in enumerate(_FLOW_FIELDS) if n in _FLOW_JSON]  # in a selected row
 _FLOW_COLUMNS = ", ".join(_FLOW_FIELDS)
 _TASK_COLUMNS = ", ".join(_TASK_FIELDS)
-
-
-_FLOW_JSON_COLUMNS = [i for i, n in enumerate(_FLOW_FIELDS) if n in _FLOW_JSON]
 
 
 def _flow_from_row(row: sqlite3.Row | tuple[Any, ...]) -> Flow:
