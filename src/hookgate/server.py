@@ -21,6 +21,7 @@ from hookgate.config.settings import Settings
 from hookgate.edge.app import Gateway
 from hookgate.edge.protocol import HookgateHttpProtocol
 from hookgate.errors import ConfigError, HookgateError
+from hookgate.flows.rules import DAY_MS
 from hookgate.obs import logging as obs_logging
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.worker import Worker
@@ -229,11 +230,13 @@ class Service:
                     tasks, flows = await self.gateway.route_surface.service.sweep(now)
                     if tasks or flows:
                         self.log.info("retention.swept", tasks=tasks, flows=flows)
-                days = self.settings.storage.retention.delivery_days
-                before = now - int(days * 86_400_000)
+                retention = self.settings.storage.retention
+                before = now - int(retention.delivery_days * DAY_MS)
                 deliveries = await self.gateway.store.flow_write(partial(_sweep_deliveries, before=before))
-                if deliveries:
-                    self.log.info("retention.swept", deliveries=deliveries)
+                runs, events = await self.gateway.store.sweep_history(
+                    now - int(retention.run_days * DAY_MS), now - int(retention.event_days * DAY_MS))
+                if deliveries or runs or events:
+                    self.log.info("retention.swept", deliveries=deliveries, runs=runs, events=events)
             except HookgateError as exc:
                 self.log.warning("store.error", operation="sweep", error=exc.message)
 

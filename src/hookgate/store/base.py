@@ -234,3 +234,8 @@ class Store(Protocol):
 
     async def sweep(self, now_ms: int) -> int:
         """Delete expired idempotency records; returns how many were deleted."""
+
+    async def sweep_history(self, runs_before_ms: int, events_before_ms: int) -> tuple[int, int]:
+        """Delete terminal runs ended before ``runs_before_ms`` (with their isolated transcripts) and
+        consumed or dropped events (and consumed wake requests) older than ``events_before_ms``;
+        returns (runs, events) deleted (operations.md §4.1)."""

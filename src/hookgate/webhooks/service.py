@@ -19,13 +19,12 @@ from hookgate.flows import decisions, results
 from hookgate.flows.model import Task
 from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.ports import FlowTx, StoredResponse
-from hookgate.flows.rules import LINEAGE_MAX_STEPS, Retention, TaskChange, child_session_verdict
+from hookgate.flows.rules import DAY_MS, LINEAGE_MAX_STEPS, Retention, TaskChange, child_session_verdict
 from hookgate.store.base import NewRun, Store
 from hookgate.webhooks import schema as s
 
 _encode = msgspec.json.Encoder().encode
 HOUR_MS = 3_600_000
-DAY_MS = 24 * HOUR_MS
 
 
 @dataclass(frozen=True, slots=True)

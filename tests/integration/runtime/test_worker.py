@@ -179,3 +179,21 @@ def test_scheduled_heartbeats_ack_and_skip(gateway_factory: GatewayFactory) -> N
         metrics = c.get("/metrics").text
     assert 'hookgate_heartbeats_total{outcome="ack"}' in metrics
     assert 'hookgate_heartbeats_total{outcome="skipped"}' in metrics
+
+
+def test_retention_sweeps_old_runs_transcripts_and_consumed_events(gateway_factory: GatewayFactory) -> None:
+    # runDays / eventDays of ~1.7 s (0.00002 days) and a sweep every 0.3 s (operations.md §4.1)
+    retention = {"runDays": 0.00002, "eventDays": 0.00002, "sweepSeconds": 0.3}
+    gw = gateway_factory(config(storage={"leaseSeconds": 1, "retention": retention}))
+    run_id = post_agent(gw, message="Deploy 42 finished", name="Deploy")
+    wait_for(lambda: run_row(gw, run_id).get("status") == "ok")
+    # the run's summary reached the main session; the heartbeat it asked for consumes it
+    wait_for(lambda: any(e["status"] == "consumed" for e in events(gw)))
+    swept = wait_for(lambda: run_row(gw, run_id) == {} and not events(gw), timeout=15)
+    assert swept
+    with db(gw) as conn:
+        assert conn.execute("SELECT count(*) FROM transcript_messages WHERE run_id = ?", (run_id,)).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM heartbeat_requests WHERE consumed = 1").fetchone()[0] == 0
+    assert gw.cli("runs", "show", run_id).returncode != 0
+    logged = [e for e in gw.log_events() if e["event"] == "retention.swept" and e.get("runs")]
+    assert logged and sum(e["runs"] for e in logged) >= 1

@@ -48,6 +48,7 @@ T = TypeVar("T")
 WAKE_DELAY_MS = 250  # model.md §6.2: wake requests within 250 ms coalesce into one turn
 READ_POOL_SIZE = 4
 KNOWN_SESSIONS_MAX = 4096
+SWEEP_BATCH = 500  # rows per retention transaction: a few ms on the event loop
 
 # Binding None: the sqlite3 module sends every parameter that is not an exact int, float, str or
 # bytearray through its adaptation protocol; for None that is a failed ``__adapt__`` and
@@ -484,6 +485,39 @@ class SqliteStore:
             return swept + conn.execute(FQ["sweep_webhook_idempotency"], (now_ms,)).rowcount
 
         return await self._write(op)
+
+    async def sweep_history(self, runs_before_ms: int, events_before_ms: int,
+                            batch: int = SWEEP_BATCH) -> tuple[int, int]:
+        """Delete terminal runs that ended before ``runs_before_ms`` (with the transcript of an
+        isolated run: heartbeat turns belong to the main session's history and stay), and consumed
+        or dropped events and consumed wake requests older than ``events_before_ms``.
+
+        In transactions of at most ``batch`` rows each: the operations run on the event loop, and a
+        backlog of days must not stall requests for the length of one big delete."""
+
+        def runs_op(conn: sqlite3.Connection) -> int:
+            rows = conn.execute(Q["old_terminal_runs"], (runs_before_ms, batch)).fetchall()
+            for run_id, kind, session_id in rows:
+                if kind != "heartbeat":
+                    conn.execute(Q["delete_run_transcript"], (run_id, session_id))
+                conn.execute(Q["delete_run"], (run_id,))
+            return len(rows)
+
+        def events_op(conn: sqlite3.Connection) -> tuple[int, int]:
+            events = conn.execute(Q["delete_old_events"], (events_before_ms, batch)).rowcount
+            return events, conn.execute(Q["delete_old_wake_requests"], (events_before_ms, batch)).rowcount
+
+        runs = events = 0
+        while (n := await self._write(runs_op)) > 0:
+            runs += n
+            if n < batch:
+                break
+        while True:
+            n_events, n_requests = await self._write(events_op)
+            events += n_events
+            if n_events < batch and n_requests < batch:
+                break
+        return runs, events
 
 
 def _select_one(conn: sqlite3.Connection) -> None:

@@ -125,3 +125,25 @@ WHERE (?1 IS NULL OR s.agent_id = ?1)
   AND (?2 IS NULL OR e.status = ?2)
 ORDER BY e.seq DESC
 LIMIT ?3;
+
+-- name: old_terminal_runs
+-- terminal runs that ended before ?1 (an end time never precedes the creation time, so the
+-- runs_created range bounds the scan), except runs whose reply still waits to be delivered
+SELECT run_id, kind, session_id FROM runs
+WHERE created_at < ?1 AND status <> 'queued' AND status <> 'running' AND coalesce(ended_at, updated_at) < ?1
+  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.run_id = runs.run_id AND d.status = 'pending')
+ORDER BY created_at LIMIT ?2;
+
+-- name: delete_run
+DELETE FROM runs WHERE run_id = ?;
+
+-- name: delete_run_transcript
+DELETE FROM transcript_messages WHERE run_id = ?1 AND session_id = ?2;
+
+-- name: delete_old_events
+DELETE FROM system_events WHERE seq IN (
+    SELECT seq FROM system_events WHERE status <> 'pending' AND updated_at < ?1 ORDER BY updated_at LIMIT ?2);
+
+-- name: delete_old_wake_requests
+DELETE FROM heartbeat_requests WHERE id IN (
+    SELECT id FROM heartbeat_requests WHERE consumed = 1 AND consumed_at < ?1 ORDER BY consumed_at LIMIT ?2);
