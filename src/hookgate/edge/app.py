@@ -100,9 +100,9 @@ class Gateway:
             elif self.hooks_enabled and (path == self.base_path or path.startswith(self.base_path + "/")):
                 surface = "hooks"
                 answer = await self.hooks.handle(req, path[len(self.base_path):].lstrip("/"))
-            elif self.route_surface is not None and (routed := await self.route_surface.handle(req)) is not False:
-                surface = "webhooks"
-                answer = routed if isinstance(routed, Answer) else None
+            elif self.route_surface is not None and (route := self.route_surface.table.match(path)) is not None:
+                surface = "webhooks"  # before the await: an unexpected error gets Surface A's 500 body
+                answer = await self.route_surface.handle(req, route)
             else:
                 answer = error_b(404, "Not Found")
         except Exception:
@@ -152,7 +152,7 @@ class Gateway:
         if kind == "ready":
             return await self._ready()
         if self.settings.gateway.auth_mode == "token":
-            token = bearer_token(req.header(b"authorization"))
+            token = bearer_token(req.text_header(b"authorization"))
             if not secrets_equal(token, self.metrics_token):
                 self.metrics.auth_failures.inc(("health", "metrics"))
                 return error_b(401, "Unauthorized")

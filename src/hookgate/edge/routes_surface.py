@@ -95,11 +95,8 @@ class RoutesSurface:
     def apply_settings(self, settings: Settings) -> None:
         self.table = RouteTable(settings)
 
-    async def handle(self, req: Request) -> Answer | None | bool:
-        """``False`` when no route has this path (the caller answers the global 404)."""
-        route = self.table.match(req.path)
-        if route is None:
-            return False
+    async def handle(self, req: Request, route: RouteSettings) -> Answer | None:
+        """A request whose path is ``route``'s (``self.table.match``); ``None``: the client is gone."""
         req.log["route"] = route.id
         m = self.gw.metrics
         if req.method != "POST":

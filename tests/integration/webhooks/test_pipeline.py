@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import socket
+import sqlite3
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -584,3 +585,21 @@ def test_concurrent_slow_bodies_only_block_their_own_key(gw: RunningGateway) -> 
     finally:
         for sock in held:
             sock.close()
+
+
+def test_unexpected_error_gets_the_surface_a_500_body(gateway_factory: GatewayFactory) -> None:
+    """webhooks.md §3.3: an unexpected error is 500 internal_error, in Surface A's shape."""
+    gw = gateway_factory(webhooks_config())
+    # A trigger that aborts every flow insert: SQLite reports it as a constraint failure, an error the
+    # gateway has no rule for (unlike a busy or broken store, which is 503).
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        conn.execute("CREATE TRIGGER boom BEFORE INSERT ON flows BEGIN SELECT RAISE(ABORT, 'boom'); END")
+    with gw.client() as c:
+        r = post(c, CI_PATH)
+        exact(r, 500, '{"ok":false,"code":"internal_error","error":"internal error"}')
+        assert "boom" not in r.text
+        with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+            conn.execute("DROP TRIGGER boom")
+            assert conn.execute("SELECT count(*) FROM flows").fetchone()[0] == 0
+        assert post(c, CI_PATH).status_code == 200  # the gateway goes on
+    assert any(e["event"] == "http.unhandled" for e in gw.log_events())
