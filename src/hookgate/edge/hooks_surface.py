@@ -24,7 +24,7 @@ from hookgate.hooks.mappings import (
 )
 from hookgate.hooks.payload import Payload, decode_hook_body, fields
 from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
-from hookgate.obs.logging import info_line
+from hookgate.obs.logging import clean_text, info_line
 
 if TYPE_CHECKING:
     from hookgate.edge.app import Gateway
@@ -39,7 +39,9 @@ MappedHandler = Callable[[Request, str, Payload, bytes], Awaitable[Answer]]
 
 
 def _has_query_token(query: bytes) -> bool:
-    if b"token" not in query:
+    """A parameter named ``token`` once decoded (``%74oken`` is one): the quick test skips the parse
+    only when neither the name nor a percent-escape is there."""
+    if b"token" not in query and b"%" not in query:
         return False
     return any(k == "token" for k, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True))
 
@@ -110,7 +112,7 @@ class HooksSurface:
         """Token extraction and the timing-safe check with the auth-failure throttle (§2 steps 4–5)."""
         gw = self.gw
         compat = gw.settings.gateway.accept_openclaw_headers
-        token = bearer_token(req.header(b"authorization")) or header_token(
+        token = bearer_token(req.text_header(b"authorization")) or header_token(
             req, b"x-hookgate-token", b"x-openclaw-token" if compat else None
         )
         client = req.client_ip
@@ -187,7 +189,7 @@ class HooksSurface:
                                      self.transforms, on_transform=observe)
         except TransformFailed as exc:
             gw.log.warning("hook.mapping_failed", request_id=req.request_id, mapping=mapping.id,
-                           error_type=exc.kind)
+                           error_type=exc.kind, error=clean_text(exc.detail) if exc.ours else None)
             return error_b(500, MAPPING_FAILED, reason="mapping_failed")
         action = resolved.action
         if action is None:
@@ -220,9 +222,9 @@ class HooksSurface:
     def idempotency_headers(self, req: Request) -> tuple[str | None, ...]:
         compat = self.gw.settings.gateway.accept_openclaw_headers
         return (
-            req.header(b"idempotency-key"),
-            req.header(b"x-hookgate-idempotency-key"),
-            req.header(b"x-openclaw-idempotency-key") if compat else None,
+            req.text_header(b"idempotency-key"),
+            req.text_header(b"x-hookgate-idempotency-key"),
+            req.text_header(b"x-openclaw-idempotency-key") if compat else None,
         )
 
     def agent_answer(self, req: Request, run_id: str, replayed: bool, agent_id: str) -> Answer:

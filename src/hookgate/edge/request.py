@@ -25,6 +25,15 @@ class Request:
         value = self.headers.get(name)
         return None if value is None else value.decode("latin-1")
 
+    def text_header(self, name: bytes) -> str | None:
+        """A header value as the client wrote it: its bytes read as UTF-8 (invalid bytes → U+FFFD).
+
+        For values that are compared or measured as text — credentials (compared as UTF-8 bytes),
+        idempotency keys (at most 256 characters). Trimming a latin-1 reading would cut the last
+        byte of a character such as ``à`` (``c3 a0``: ``\xa0`` is whitespace to ``str.strip``)."""
+        value = self.headers.get(name)
+        return None if value is None else value.decode("utf-8", "replace")
+
 
 def bearer_token(authorization: str | None, scheme: str = "bearer") -> str | None:
     """The non-empty value after ``<scheme> `` (case-insensitive), trimmed; else ``None``."""
@@ -43,7 +52,7 @@ def header_token(req: Request, primary: bytes, alias: bytes | None) -> str | Non
     for name in (primary, alias):
         if name is None:
             continue
-        value = req.header(name)
+        value = req.text_header(name)
         if value is not None:
             value = value.strip()
             if value:
@@ -52,12 +61,12 @@ def header_token(req: Request, primary: bytes, alias: bytes | None) -> str | Non
 
 
 def secrets_equal(presented: str | None, expected: bytes) -> bool:
-    """``presented`` comes from a header (latin-1 decoded). Timing-safe: both sides padded to the longer length, compared in constant time, lengths equal."""
+    """``presented`` comes from ``Request.text_header``; compared as UTF-8 bytes with the configured
+    secret's. Timing-safe: both sides padded to the longer length, compared in constant time, lengths
+    equal. (Invalid UTF-8 in the header became U+FFFD and so does not reproduce the bytes sent.)"""
     if not presented or not expected:
         return False
-    # Header values arrive as bytes decoded with latin-1: encoding back yields the exact bytes sent,
-    # which are compared with the UTF-8 bytes of the configured secret.
-    given = presented.encode("latin-1", errors="replace")
+    given = presented.encode("utf-8", errors="replace")
     size = max(len(given), len(expected))
     same = hmac.compare_digest(given.ljust(size, b"\0"), expected.ljust(size, b"\0"))
     return same and len(given) == len(expected)

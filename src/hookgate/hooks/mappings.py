@@ -166,11 +166,9 @@ _OVERRIDABLE = ("name", "agentId", "channel", "to", "model", "thinking", "timeou
 
 def merge(base: Draft, o: Mapping[Any, Any]) -> Draft:
     """A transform's dict merged over the base action (§6.5). A bad ``kind`` raises ``TransformFailed``."""
-    kind = o.get("kind")
-    if kind is None:
-        kind = base["kind"]
-    elif kind not in ("wake", "agent"):
-        raise TransformFailed("TransformResultError", "transform returned an invalid kind")
+    kind = o["kind"] if "kind" in o else base["kind"]  # present means "wake" or "agent"; null is neither
+    if kind not in ("wake", "agent"):
+        raise TransformFailed("TransformResultError", "transform returned an invalid kind", ours=True)
     same = base if base["kind"] == kind else None
     if kind == "wake":
         text = o.get("text")
@@ -275,7 +273,7 @@ async def resolve(
         if isinstance(result, dict):
             draft = merge(draft, result)
         elif result is not None:
-            raise TransformFailed("TransformResultError", f"transform returned {type(result).__name__}")
+            raise TransformFailed("TransformResultError", f"transform returned {type(result).__name__}", ours=True)
     action = finalize(draft, settings.enabled_channel_ids())
     if isinstance(action, WakeAction):
         return Resolved(mapping, action)
@@ -299,7 +297,7 @@ async def _run_transform(
     try:
         payload = json_copy(rctx.payload)
     except RecursionError:  # ~1000 levels of nesting: the decoder's own limit is just above
-        raise TransformFailed("RecursionError", "payload nested too deeply to copy") from None
+        raise TransformFailed("RecursionError", "payload nested too deeply to copy", ours=True) from None
     ctx = TransformContext(
         payload=payload,
         # read-only views, built only if the transform looks at them

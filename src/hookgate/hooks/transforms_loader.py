@@ -32,14 +32,17 @@ _counter = itertools.count(1)
 class TransformFailed(Exception):
     """A transform could not be loaded, raised, timed out or returned a bad value (→ 500).
 
-    ``kind`` is the exception type name logged as ``hook.mapping_failed``; ``detail`` is for
-    ``hookgate hooks test`` only (it may quote the transform's own error message).
+    ``kind`` is the exception type name logged as ``hook.mapping_failed``. ``detail`` is shown by
+    ``hookgate hooks test``; it is logged too only when it is ``ours`` — a fixed text of hookgate's
+    (``hook transform module must export a function``), never the transform's own error message,
+    which may quote the payload.
     """
 
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: str, detail: str, *, ours: bool = False) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
+        self.ours = ours
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +63,7 @@ def _find_function(module: Any, export: str | None) -> Callable[..., Any]:
         fn = module.__dict__.get(name)
         if callable(fn):
             return fn  # type: ignore[no-any-return]
-    raise TransformFailed("TransformExportError", NO_FUNCTION)
+    raise TransformFailed("TransformExportError", NO_FUNCTION, ours=True)
 
 
 class TransformLoader:
@@ -115,7 +118,7 @@ class TransformLoader:
             try:
                 signature = _signature(path)
             except OSError as exc:
-                raise TransformFailed("FileNotFoundError", f"hook transform module not found: {path}") from exc
+                raise TransformFailed("FileNotFoundError", f"hook transform module not found: {path}", ours=True) from exc
             cached = self._cache.get(key)
             if cached is not None and cached.signature == signature:
                 return cached
@@ -125,9 +128,9 @@ class TransformLoader:
                 resolved = check_contained(transforms_dir, raw, kind="module")
             except ContainmentError as exc:
                 self._cache.pop(key, None)
-                raise TransformFailed("ContainmentError", exc.message) from exc
+                raise TransformFailed("ContainmentError", exc.message, ours=True) from exc
             if resolved != path:
-                raise TransformFailed("ContainmentError", f"hook transform module moved: {raw}")
+                raise TransformFailed("ContainmentError", f"hook transform module moved: {raw}", ours=True)
             module = _import(path)
             fn = _find_function(module, mapping.transform_export)
             loaded = self._cache[key] = _Loaded(signature, fn, inspect.iscoroutinefunction(fn))
@@ -139,7 +142,7 @@ def _import(path: str) -> Any:
     name = f"_hookgate_transform_{digest}_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise TransformFailed("ImportError", f"cannot import {path}")
+        raise TransformFailed("ImportError", f"cannot import {path}", ours=True)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up by name while executing
     try:
@@ -341,7 +344,7 @@ async def call_transform(fn: Callable[..., Any], ctx: Any, timeout: float, *, is
                 result = await result
         return result
     except TimeoutError:
-        raise TransformFailed("TimeoutError", f"transform took longer than {timeout:g}s") from None
+        raise TransformFailed("TimeoutError", f"transform took longer than {timeout:g}s", ours=True) from None
     except TransformFailed:
         raise
     except (Exception, SystemExit, KeyboardInterrupt) as exc:  # trusted code, but it must not stop the server

@@ -109,7 +109,9 @@ def test_openclaw_alias_ignored_when_compat_off(gateway_factory: GatewayFactory)
 
 def test_query_token_rejected_before_method_and_auth(gateway: RunningGateway) -> None:
     with gateway.client() as c:
-        for url in ("/hooks/wake?token=hook-secret", "/hooks/wake?x=1&token=", "/hooks/wake?token"):
+        # the parameter's decoded name counts: %74oken and t%6Fken are "token"
+        for url in ("/hooks/wake?token=hook-secret", "/hooks/wake?x=1&token=", "/hooks/wake?token",
+                    "/hooks/wake?%74oken=hook-secret", "/hooks/wake?x=%41&t%6Fken"):
             exact(c.post(url, json={"text": "a"}, headers=AUTH), 400, json.dumps(
                 {"ok": False, "error": QUERY_TOKEN_ERROR}, separators=(",", ":")))
         exact(c.get("/hooks/wake?token=x"), 400, json.dumps({"ok": False, "error": QUERY_TOKEN_ERROR},
@@ -378,13 +380,18 @@ def test_idempotency_example_11(gateway: RunningGateway) -> None:
         a = c.post("/hooks/agent", json={"message": "hi"}, headers={**AUTH, "Idempotency-Key": long_key}).json()
         b = c.post("/hooks/agent", json={"message": "hi"}, headers={**AUTH, "Idempotency-Key": long_key}).json()
         assert a["runId"] != b["runId"]
+        # 256 characters is the limit, not 256 bytes: 200 × "é" (400 UTF-8 bytes) is a key
+        wide = "é" * 200
+        raw = [(b"authorization", AUTH["Authorization"].encode()), (b"idempotency-key", wide.encode())]
+        wide_a = c.post("/hooks/agent", json={"message": "wide"}, headers=raw).json()
+        assert wide_a == c.post("/hooks/agent", json={"message": "wide"}, headers=raw).json()
         alias = c.post("/hooks/agent", json={"message": "alias"}, headers={**AUTH, "x-openclaw-idempotency-key": "k9"})
         assert alias.json() == c.post("/hooks/agent", json={"message": "alias"},
                                       headers={**AUTH, "x-hookgate-idempotency-key": "k9"}).json()
-    assert len(runs(gateway)) == 5
+    assert len(runs(gateway)) == 6
     time.sleep(0.3)  # log lines are flushed every 100 ms
     replays = [e for e in gateway.log_events() if e.get("event") == "hook.idempotent_replay"]
-    assert len(replays) == 3
+    assert len(replays) == 4
 
 
 def test_idempotency_survives_restart_and_expires(gateway_factory: GatewayFactory) -> None:
@@ -423,13 +430,15 @@ def test_agent_timeout_and_fields_stored(gateway: RunningGateway) -> None:
     assert inputs["wakeMode"] == "next-heartbeat" and inputs["model"] == "echo/echo-1"
 
 
-def test_non_ascii_token_compared_as_utf8_bytes(gateway_factory: GatewayFactory) -> None:
-    token = "ключ-токен"
+@pytest.mark.parametrize("token", ["ключ-токен", "voilà", "Šš-Å-х"])
+def test_non_ascii_token_compared_as_utf8_bytes(gateway_factory: GatewayFactory, token: str) -> None:
+    # "à" is c3 a0, "х" d1 85: a trim that read the bytes as latin-1 cut \xa0 / \x85 off the end
     gw = gateway_factory(hooks_config(token=token))
     body = b'{"text":"utf8"}'
-    head = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() +
-            b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n")
-    data, _ = raw_request(gw.port, head + body)
-    assert data.startswith(b"HTTP/1.1 200 ")
-    data, _ = raw_request(gw.port, head.replace("ключ".encode(), "ключи".encode()) + body)
-    assert data.startswith(b"HTTP/1.1 401 ")
+    for header in (b"Authorization: Bearer ", b"X-Hookgate-Token: "):
+        head = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\n" + header + token.encode() +
+                b" \r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n")
+        data, _ = raw_request(gw.port, head + body)
+        assert data.startswith(b"HTTP/1.1 200 "), data
+        data, _ = raw_request(gw.port, head.replace(token.encode(), token.encode() + "и".encode()) + body)
+        assert data.startswith(b"HTTP/1.1 401 ")

@@ -24,6 +24,8 @@ def transform(ctx):
         time.sleep(3)
     if kind == "wake":
         return {"kind": "wake", "text": "Ping " + ctx.payload.get("who", "")}
+    if kind == "null-kind":
+        return {"kind": None, "message": "m"}
     return {"message": "v1 " + ctx.headers.get("x-foo", "") + " " + ctx.query.get("q", "")}
 """
 
@@ -41,6 +43,7 @@ def config(tmp: Path) -> dict[str, Any]:
     d = tmp / "hooks" / "transforms"
     d.mkdir(parents=True, exist_ok=True)
     (d / "t.py").write_text(TRANSFORM)
+    (d / "nofn.py").write_text("transform = 'not a function'\n")
     return hooks_config(
         transformTimeoutSeconds=1, allowRequestSessionKey=True, allowedSessionKeyPrefixes=["hook:"],
         presets=["gmail"],
@@ -54,6 +57,7 @@ def config(tmp: Path) -> dict[str, Any]:
              "messageTemplate": "PR {{number}}"},
             {"id": "empty", "match": {"path": "empty"}, "messageTemplate": "{{missing}}"},
             {"id": "chan", "match": {"path": "chan"}, "messageTemplate": "x", "channel": "sms"},
+            {"id": "nofn", "match": {"path": "nofn"}, "messageTemplate": "x", "transform": {"module": "nofn.py"}},
         ])
 
 
@@ -107,7 +111,7 @@ def test_mapped_routes(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
         assert key == "agent:main:hook:gmail:m1" and json.loads(raw)["externalContentSource"] == "gmail"
         metrics = c.get("/metrics").text
     failed = gw.wait_log("hook.mapping_failed")
-    assert failed["mapping"] == "t" and failed["error_type"] == "RuntimeError"
+    assert failed["mapping"] == "t" and failed["error_type"] == "RuntimeError" and failed["error"] is None
     assert "secret payload detail" not in gw.stderr()
     assert 'hookgate_transform_duration_seconds_count{mapping="t"}' in metrics
     assert any(e.get("event") == "http.request" and e.get("route") == "mapping:t" for e in gw.log_events())
@@ -151,3 +155,22 @@ def test_transform_reloads_after_edit(gateway_factory: GatewayFactory, tmp_path:
         messages = {run_id: json.loads(raw)["message"] for run_id, raw in conn.execute("SELECT run_id, inputs FROM runs")}
     assert messages[r.json()["runId"]] == "v1 a 2"
     assert messages[r2.json()["runId"]] == "v2  3"
+
+
+def test_transform_failures_of_hookgates_own_making_log_their_text(gateway_factory: GatewayFactory,
+                                                                   tmp_path: Path) -> None:
+    gw = gateway_factory(config(tmp_path))
+    with gw.client() as c:
+        # hooks.md §6.4: no callable → 500, logged as "hook transform module must export a function"
+        exact(c.post("/hooks/nofn", json={}, headers=AUTH), 500, '{"ok":false,"error":"hook mapping failed"}')
+        failed = gw.wait_log("hook.mapping_failed")
+        assert (failed["mapping"], failed["error_type"]) == ("nofn", "TransformExportError")
+        assert failed["error"] == "hook transform module must export a function"
+        # §6.5: a present "kind" must be "wake" or "agent" — null is not "absent"
+        exact(c.post("/hooks/t", json={"kind": "null-kind"}, headers=AUTH), 500,
+              '{"ok":false,"error":"hook mapping failed"}')
+    time.sleep(0.3)  # log lines are flushed every 100 ms
+    kinds = [e for e in gw.log_events() if e.get("event") == "hook.mapping_failed" and e.get("mapping") == "t"]
+    assert kinds and kinds[-1]["error"] == "transform returned an invalid kind"
+    with db(gw) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0

@@ -24,9 +24,12 @@ def test_secrets_equal_is_exact() -> None:
     assert not secrets_equal("", b"hook-secret")
     assert not secrets_equal(None, b"hook-secret")
     assert not secrets_equal("x", b"")
-    # header values are latin-1 decoded bytes: a UTF-8 token on the wire matches its UTF-8 secret
-    assert secrets_equal("ключ".encode().decode("latin-1"), "ключ".encode())
-    assert not secrets_equal("ключ", "ключ".encode())
+    # header values are read as UTF-8 (Request.text_header) and compared as UTF-8 bytes
+    assert secrets_equal("ключ", "ключ".encode())
+    assert secrets_equal("voilà", "voilà".encode())
+    assert not secrets_equal("ключ".encode().decode("latin-1"), "ключ".encode())
+    # a header that was not valid UTF-8 (U+FFFD in its reading) never reproduces the secret's bytes
+    assert not secrets_equal(b"\xff\xfe".decode("utf-8", "replace"), b"\xff\xfe")
 
 
 def test_request_id_echo_rules() -> None:

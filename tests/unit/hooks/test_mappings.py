@@ -137,8 +137,9 @@ def test_merge_kind_switches() -> None:
     a = merge(wake_base, {"kind": "agent", "message": "hi"})
     assert a["message"] == "hi" and a["name"] is None and a["wakeMode"] == "now"
     assert merge(wake_base, {"kind": "agent"})["message"] == ""
-    with pytest.raises(TransformFailed):
-        merge(wake_base, {"kind": "sms"})
+    for bad in ("sms", None, 1):  # present but not "wake"/"agent" (null is not "absent")
+        with pytest.raises(TransformFailed, match="invalid kind"):
+            merge(wake_base, {"kind": bad})
 
 
 def test_finalize_validation_and_normalisation() -> None:
