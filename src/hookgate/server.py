@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import os
 import signal
@@ -146,7 +147,7 @@ class Service:
                 gw.route_surface.service.on_abort = worker.abort
         self._spawn(self._flush_logs())
         self._spawn(self._sweep())
-        if self.settings.gateway.reload_watch and self.settings.config_path:
+        if self.settings.config_path:
             self._spawn(self._watch_config(self.settings.config_path))
         serving = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not serving.done():
@@ -201,6 +202,10 @@ class Service:
         ]
         if restart:
             self.log.warning("config.reload_restart_required", keys=restart)
+        if new.storage != old.storage:
+            # ignored until a restart (README §4): the running store, worker leases and sweeps keep the
+            # storage settings they started with
+            new = dataclasses.replace(new, storage=old.storage)
         self.settings = new
         self.gateway.apply_settings(new)
         self.metrics.config_reloads.labels("ok").inc()
@@ -248,11 +253,17 @@ class Service:
                 return None
             return (st.st_mtime, st.st_size, st.st_ino)
 
-        last = stamp()
+        # Runs always and reads gateway.reload.watch on every tick, so a reload can turn watching on or off.
+        last = stamp() if self.settings.gateway.reload_watch else None
         while True:
             await asyncio.sleep(CONFIG_WATCH_SECONDS)
+            if not self.settings.gateway.reload_watch:
+                last = None
+                continue
             current = stamp()
-            if current != last:
+            if last is None:
+                last = current  # watching just started: the file as it is now is the loaded one
+            elif current != last:
                 last = current
                 await self.reload("watch")
 

@@ -10,7 +10,7 @@ import time
 
 import httpx
 import pytest
-from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, raw_request
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, raw_request, wait_for
 
 
 def test_health_and_ready(gateway: RunningGateway) -> None:
@@ -253,3 +253,27 @@ def test_store_unavailable_gives_503_and_commits_nothing(gateway_factory: Gatewa
     with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
     assert "hookgate_store_errors_total" in httpx.get(gw.url + "/metrics").text
+
+
+def test_reload_watch_follows_the_file_and_can_be_turned_off(gateway_factory: GatewayFactory) -> None:
+    """gateway.reload.watch: a change of the file reloads it (checked every 2 s); a reload may turn it off."""
+    cfg = hooks_config()
+    cfg["gateway"] = {"reload": {"watch": True}}
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        first = c.get("/readyz").json()["configHash"]
+        cfg["hooks"]["path"] = "/in"
+        cfg["gateway"] = {"reload": {"watch": False}}  # this change turns watching off
+        gw.config_path.write_text(json.dumps(cfg))
+        assert wait_for(lambda: c.post("/in/wake", json={"text": "a"}, headers=AUTH).status_code == 200, timeout=6)
+        second = c.get("/readyz").json()["configHash"]
+        assert second != first
+        cfg["hooks"]["path"] = "/again"
+        gw.config_path.write_text(json.dumps(cfg))
+        time.sleep(4.5)  # two watch ticks: nothing happens
+        assert c.get("/readyz").json()["configHash"] == second
+        gw.signal(signal.SIGHUP)
+        assert wait_for(lambda: c.post("/again/wake", json={"text": "b"}, headers=AUTH).status_code == 200)
+    time.sleep(0.3)  # log lines are flushed every 100 ms
+    assert [e["trigger"] for e in gw.log_events() if e["event"] == "config.loaded" and "trigger" in e] == [
+        "watch", "signal"]

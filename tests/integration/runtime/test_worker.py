@@ -197,3 +197,21 @@ def test_retention_sweeps_old_runs_transcripts_and_consumed_events(gateway_facto
     assert gw.cli("runs", "show", run_id).returncode != 0
     logged = [e for e in gw.log_events() if e["event"] == "retention.swept" and e.get("runs")]
     assert logged and sum(e["runs"] for e in logged) >= 1
+
+
+def test_storage_changes_wait_for_a_restart(gateway_factory: GatewayFactory) -> None:
+    """README §4: a reload logs storage.* as restart-required and otherwise ignores it."""
+    cfg = config(storage={"leaseSeconds": 1, "retention": {"sweepSeconds": 0.3}})
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "kept", "mode": "now"}, headers=AUTH).status_code == 200
+    wait_for(lambda: [e["status"] for e in events(gw)] == ["consumed"])
+    cfg["storage"]["retention"] = {"sweepSeconds": 0.3, "eventDays": 0.00001}  # ~0.9 s
+    gw.config_path.write_text(json.dumps(cfg))
+    gw.signal(signal.SIGHUP)
+    assert gw.wait_log("config.reload_restart_required")["keys"] == ["storage"]
+    time.sleep(2.0)  # several sweeps, each past the new (ignored) retention
+    assert [e["text"] for e in events(gw)] == ["kept"]
+    gw.stop()
+    gw.start()
+    assert wait_for(lambda: events(gw) == [], timeout=5)
