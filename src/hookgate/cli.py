@@ -29,7 +29,9 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """The options every command takes, before or after the subcommand (operations.md §1)."""
     default: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--version", action="version", version=f"hookgate {__version__}")
     parser.add_argument("--config", metavar="PATH", default=default, help="config file (README §4)")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
                         default=default if suppress else "info")
@@ -38,7 +40,6 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hookgate", description="Self-hosted webhook ingress for AI assistants.")
-    parser.add_argument("--version", action="version", version=f"hookgate {__version__}")
     _global_options(parser, suppress=False)
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common, suppress=True)
@@ -48,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--bind", metavar="ADDR")
     serve.add_argument("--port", type=int, metavar="N")
     serve.add_argument("--no-worker", action="store_true", help="HTTP only")
+
+    sub.add_parser("worker", parents=[common], help="the job worker without HTTP (PostgreSQL only)")
 
     config = sub.add_parser("config", parents=[common], help="check or show the configuration")
     config_sub = config.add_subparsers(dest="config_command", metavar="check|show", required=True)
@@ -166,6 +169,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         obs_logging.get_logger().warning("config.missing", message="no config file; starting with the empty config {}")
     return run_serve(settings, lambda: load_settings(path, os.environ, cwd=cwd), bind=args.bind, port=args.port,
                      worker=not args.no_worker)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """operations.md §1.2: a worker without HTTP needs a store several processes share (PostgreSQL)."""
+    from hookgate.config.loader import POSTGRES_UNAVAILABLE
+
+    settings = _load(args)
+    if settings.storage.backend != "postgres":
+        print('error: hookgate worker requires storage.backend "postgres"', file=sys.stderr)
+    else:
+        print(f"error: {POSTGRES_UNAVAILABLE}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -478,6 +493,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "secrets": cmd_secrets,
     "hooks": cmd_hooks,
     "token": cmd_token,
+    "worker": cmd_worker,
 }
 
 

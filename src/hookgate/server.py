@@ -107,8 +107,8 @@ class Service:
 
     async def run(self) -> int:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-        store = open_store(self.settings.storage, metrics=self.metrics, clock=self.clock)
         try:
+            store = open_store(self.settings.storage, metrics=self.metrics, clock=self.clock)
             await store.open("serve")
         except HookgateError as exc:
             print(f"error: {exc.message}", file=sys.stderr)

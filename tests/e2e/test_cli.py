@@ -199,3 +199,27 @@ def test_flows_list_and_show(tmp_path: Path) -> None:
     assert shown["tasks"][0]["task"] == "tests" and shown["summary"]["total"] == 1
     missing = hookgate(tmp_path, "flows", "show", "nope")
     assert missing.returncode == 1 and "flow nope not found" in missing.stderr
+
+
+def test_version_before_or_after_the_subcommand(tmp_path: Path) -> None:
+    from hookgate import __version__
+
+    for args in (("--version",), ("serve", "--version"), ("config", "check", "--version")):
+        r = hookgate(tmp_path, *args)
+        assert (r.returncode, r.stdout.strip()) == (0, f"hookgate {__version__}"), args
+
+
+def test_worker_needs_postgres_which_this_build_refuses_cleanly(tmp_path: Path) -> None:
+    r = hookgate(tmp_path, "worker")  # no config: SQLite
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == 'error: hookgate worker requires storage.backend "postgres"'
+    (tmp_path / "hookgate.json5").write_text('{storage: {backend: "postgres", postgres: {dsn: "postgresql://x"}}}')
+    unavailable = 'storage.backend "postgres" is not available in this build (SQLite only)'
+    r = hookgate(tmp_path, "worker")
+    assert (r.returncode, r.stderr.strip().splitlines()[-1]) == (2, f"error: {unavailable}")
+    r = hookgate(tmp_path, "config", "check")
+    assert r.returncode == 0 and f"warning: {unavailable}: serve and the store commands refuse to start" in r.stdout
+    for args in (("serve", "--port", "0"), ("runs", "list"), ("events", "list")):
+        r = hookgate(tmp_path, *args)
+        assert r.returncode == 1, args
+        assert f"error: {unavailable}" in r.stderr and "Traceback" not in r.stderr, args

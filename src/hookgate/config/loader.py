@@ -38,6 +38,7 @@ from hookgate.errors import ConfigError
 CONFIG_ENV = "HOOKGATE_CONFIG"
 DEFAULT_CONFIG_NAME = "hookgate.json5"
 NO_CONFIG_WARNING = "no config file found; using the empty config"
+POSTGRES_UNAVAILABLE = 'storage.backend "postgres" is not available in this build (SQLite only)'
 _ENV_REF = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -220,6 +221,8 @@ def settings_from_tree(
     warnings: list[str] = []
     gateway = _gateway(tree["gateway"], secrets, errors)
     storage = _storage(tree["storage"], config_dir, secrets, errors)
+    if storage.backend == "postgres":
+        warnings.append(POSTGRES_UNAVAILABLE + ": serve and the store commands refuse to start")
     agents = build_agents(tree["agents"], secrets, errors)
     channels = _channels(tree["channels"], config_dir, secrets)
     hooks_ctx = HooksContext(

@@ -51,5 +51,7 @@ def open_store(
             clock=clock,
         )
     if settings.backend == "postgres":
-        raise NotImplementedError('storage.backend "postgres" is not implemented yet in this build')
+        from hookgate.config.loader import POSTGRES_UNAVAILABLE
+
+        raise StoreOpenError(POSTGRES_UNAVAILABLE)
     raise ValueError(f"unknown storage backend {settings.backend!r}")

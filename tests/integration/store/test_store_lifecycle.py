@@ -117,7 +117,7 @@ async def test_open_store_factory(tmp_path: Path) -> None:
         assert await store.ping()
     finally:
         await store.close()
-    with pytest.raises(NotImplementedError, match="postgres"):
+    with pytest.raises(StoreOpenError, match='"postgres" is not available in this build'):
         open_store(StorageSettings(backend="postgres", postgres_dsn="postgresql://x"))
 
 
