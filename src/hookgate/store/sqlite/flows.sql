@@ -87,8 +87,11 @@ UPDATE runs SET status = 'queued', leased_by = NULL, lease_until = NULL, started
 WHERE run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
 -- name: finish_run
+-- A run ends `lost` when the claim that found attempt 2's lease expired counted a third attempt,
+-- which never starts: the record keeps attempt 2, the last one that ran (model.md §5.1: 1 or 2).
 UPDATE runs SET status = ?2, reply = ?3, error = ?4, ended_at = ?5, updated_at = ?5,
-    leased_by = NULL, lease_until = NULL
+    leased_by = NULL, lease_until = NULL,
+    attempt = CASE WHEN ?2 = 'lost' AND attempt > 1 THEN attempt - 1 ELSE attempt END
 WHERE run_id = ?1
 
 -- name: append_transcript
