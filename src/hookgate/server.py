@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Generator
 from functools import partial
 from typing import IO, Any
@@ -103,6 +104,7 @@ class Service:
         self.metrics = Metrics()
         self.log = obs_logging.get_logger()
         self._signals = 0
+        self._drain_deadline: float | None = None
         self._tasks: list[asyncio.Task[Any]] = []
 
     async def run(self) -> int:
@@ -162,7 +164,8 @@ class Service:
             self._log_warnings(self.settings)
         await serving
         if self.worker is not None:
-            await self.worker.drain(self.settings.gateway.drain_timeout_seconds)
+            deadline = self._drain_deadline or time.monotonic() + self.settings.gateway.drain_timeout_seconds
+            await self.worker.drain(max(0.0, deadline - time.monotonic()))
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -180,6 +183,11 @@ class Service:
         self.log.info("shutdown.started")
         self.gateway.shutting_down = True
         self.server.should_exit = True
+        # operations.md §1.1: workers stop claiming now; running jobs get drainTimeoutSeconds from
+        # here, not from the end of the HTTP drain (which may itself take that long)
+        self._drain_deadline = time.monotonic() + self.settings.gateway.drain_timeout_seconds
+        if self.worker is not None:
+            self.worker.stop_claiming()
 
     async def reload(self, trigger: str) -> None:
         """Re-read the config; an invalid one is logged and the old one stays active (README §4)."""

@@ -33,7 +33,15 @@ class RuntimeTx(FlowTx, Protocol):
     def session_id_of(self, session_key: str, agent_id: str, now_ms: int) -> str:
         """The session's current transcript id (the session is created on first use)."""
 
-    def ensure_heartbeat_schedule(self, agent_id: str, due_at: int | None, now_ms: int) -> None: ...
+    def schedule_heartbeat(self, agent_id: str, every_ms: int, now_ms: int) -> None:
+        """Set the agent's next scheduled turn (model.md §6.1): the end of its last turn plus
+        ``every_ms`` (no turn yet: ``now_ms`` plus it; ``0``: none). A due time pulled earlier by
+        pending wake requests is kept."""
+
+    def renew_heartbeat_lease(self, agent_id: str, instance: str, lease_until: int) -> bool: ...
+
+    def release_heartbeat(self, agent_id: str, instance: str) -> None:
+        """An orderly shutdown gives the turn back: the schedule row is free at once."""
 
     def claim_heartbeats(self, instance: str, now_ms: int, lease_until: int) -> list[str]: ...
 

@@ -59,20 +59,35 @@ class Worker:
         self._stopping = False
         self._aborted: set[str] = set()
         self._loop_task: asyncio.Task[Any] | None = None
+        self._every: dict[str, float] = {}  # heartbeat.every per agent, as last scheduled
+        self._scheduled_for: Settings | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        now = self.clock.now_ms()
-        settings = self.settings()
-
-        def schedule(tx: RuntimeTx) -> None:
-            for agent in settings.agents.agents:
-                every = agent.heartbeat.every_seconds
-                tx.ensure_heartbeat_schedule(agent.id, now + every * 1000 if every else None, now)
-
-        await self.store.flow_write(schedule)
+        await self._schedule_heartbeats(self.settings())
         self._loop_task = asyncio.create_task(self._loop())
+
+    async def _schedule_heartbeats(self, settings: Settings) -> None:
+        """At startup every agent's schedule; after a reload, the agents that are new or whose
+        ``heartbeat.every`` changed (model.md §6.1)."""
+        changed = [(a.id, int(a.heartbeat.every_seconds * 1000)) for a in settings.agents.agents
+                   if self._every.get(a.id) != a.heartbeat.every_seconds]
+        if changed:
+            now = self.clock.now_ms()
+
+            def schedule(tx: RuntimeTx) -> None:
+                for agent_id, every_ms in changed:
+                    tx.schedule_heartbeat(agent_id, every_ms, now)
+
+            await self.store.flow_write(schedule)
+        self._every = {a.id: a.heartbeat.every_seconds for a in settings.agents.agents}
+        self._scheduled_for = settings
+
+    def stop_claiming(self) -> None:
+        """Shutdown has begun: claim nothing more (running jobs go on until ``drain``)."""
+        self._stopping = True
+        self._wake.set()
 
     def poke(self, delay: float = 0.0) -> None:
         """Something was enqueued: look for work (after ``delay``) instead of at the next poll."""
@@ -141,6 +156,8 @@ class Worker:
 
     async def _tick(self) -> None:
         settings = self.settings()
+        if settings is not self._scheduled_for:  # a reload
+            await self._schedule_heartbeats(settings)
         now = self.clock.now_ms()
         lease_ms = int(settings.storage.lease_seconds * 1000)
         free = settings.agents.max_concurrent_runs - len(self._running)
@@ -259,6 +276,13 @@ class Worker:
 
     async def _heartbeat(self, agent_id: str) -> None:
         async def renew(until: int) -> bool:
-            return True  # the schedule row's lease is re-set when the turn finishes
+            return bool(await self.store.flow_write(
+                lambda tx: tx.renew_heartbeat_lease(agent_id, self.instance, until)))
 
-        await self._with_lease(renew, run_heartbeat(self.context(), agent_id))
+        try:
+            await self._with_lease(renew, run_heartbeat(self.context(), agent_id))
+        except asyncio.CancelledError:
+            # Orderly shutdown: the turn is given back; its wake requests stay pending and the next
+            # process (a new instance id) claims the schedule row at once instead of after the lease.
+            await self.store.flow_write(lambda tx: tx.release_heartbeat(agent_id, self.instance))
+            raise

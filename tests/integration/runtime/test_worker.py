@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sqlite3
 import time
 from typing import Any
@@ -217,3 +218,75 @@ def test_storage_changes_wait_for_a_restart(gateway_factory: GatewayFactory) -> 
     gw.stop()
     gw.start()
     assert wait_for(lambda: events(gw) == [], timeout=5)
+
+
+def schedule_row(gw: RunningGateway, agent: str = "main") -> dict[str, Any]:
+    with db(gw) as conn:
+        row = conn.execute("SELECT * FROM heartbeat_schedule WHERE agent_id = ?", (agent,)).fetchone()
+    return dict(row) if row else {}
+
+
+def heartbeat_runs(gw: RunningGateway) -> int:
+    with db(gw) as conn:
+        return int(conn.execute("SELECT count(*) FROM runs WHERE kind = 'heartbeat'").fetchone()[0])
+
+
+def test_heartbeat_schedule_follows_the_interval_across_restart_and_reload(gateway_factory: GatewayFactory) -> None:
+    """model.md §6.1: `0` disables the schedule; a new interval applies from the next start or reload."""
+    cfg = config(agents={"list": [{"id": "main", "default": True, "heartbeat": {"every": "0"}}]})
+    gw = gateway_factory(cfg)
+    wait_for(lambda: schedule_row(gw))
+    assert schedule_row(gw)["due_at"] is None
+    gw.stop()
+    cfg["agents"] = {"list": [{"id": "main", "default": True, "heartbeat": {"every": "1s"}}]}
+    gw.config_path.write_text(json.dumps(cfg))
+    gw.start()
+    wait_for(lambda: heartbeat_runs(gw) + len([e for e in gw.log_events() if e["event"] == "heartbeat.skipped"]) >= 2,
+             timeout=6)
+    # back to 0 by a reload: the schedule stops (a turn in progress may still end)
+    cfg["agents"] = {"list": [{"id": "main", "default": True, "heartbeat": {"every": "0"}}]}
+    gw.config_path.write_text(json.dumps(cfg))
+    gw.signal(signal.SIGHUP)
+    wait_for(lambda: schedule_row(gw).get("due_at") is None and schedule_row(gw).get("leased_by") is None, timeout=5)
+    with gw.client() as c:  # wakes still work with the schedule off
+        assert c.post("/hooks/wake", json={"text": "still here"}, headers=AUTH).status_code == 200
+    wait_for(lambda: [e["status"] for e in events(gw) if e["text"] == "still here"] == ["consumed"])
+    assert schedule_row(gw)["due_at"] is None
+
+
+def test_heartbeat_lease_is_renewed_and_released_on_sigterm(gateway_factory: GatewayFactory) -> None:
+    gw = gateway_factory(config(gateway={"drainTimeoutSeconds": 1}))  # leaseSeconds 1: renewed every ~0.33 s
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "[[echo:sleep=10]] slow turn"}, headers=AUTH).status_code == 200
+    first = wait_for(lambda: (r := schedule_row(gw)) and r["leased_by"] and r)
+    time.sleep(1.5)  # past the first lease
+    renewed = schedule_row(gw)
+    assert renewed["leased_by"] == first["leased_by"] and renewed["lease_until"] > first["lease_until"]
+    assert gw.stop(signal.SIGTERM) == 0
+    row = schedule_row(gw)
+    assert (row["leased_by"], row["lease_until"]) == (None, None)  # given back: the next start claims it at once
+    assert [e["status"] for e in events(gw)] == ["pending"]  # the event waits for that turn
+    with db(gw) as conn:
+        assert conn.execute("SELECT count(*) FROM heartbeat_requests WHERE consumed = 0").fetchone()[0] == 1
+
+
+def test_sigterm_stops_claiming_while_http_drains(gateway_factory: GatewayFactory) -> None:
+    """operations.md §1.1: on SIGTERM workers stop claiming; the run queued behind a running one
+    is not started during the drain."""
+    gw = gateway_factory(config(gateway={"drainTimeoutSeconds": 3}, agents={"defaults": {"maxConcurrentRuns": 1}}))
+    first = post_agent(gw, message="[[echo:sleep=0.5]] first", deliver=False)
+    second = post_agent(gw, message="second", deliver=False)
+    wait_for(lambda: run_row(gw, first).get("status") == "running")
+    # a request whose body never completes keeps the HTTP drain busy for the whole drain timeout
+    sock = socket.create_connection(("127.0.0.1", gw.port))
+    sock.sendall(b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hook-secret\r\n"
+                 b"Content-Length: 50\r\n\r\n{")
+    time.sleep(0.2)
+    try:
+        assert gw.stop(signal.SIGTERM) == 0
+    finally:
+        sock.close()
+    assert run_row(gw, first)["status"] == "ok"  # the running one finished within the drain
+    row = run_row(gw, second)
+    assert (row["status"], row["started_at"], row["attempt"]) == ("queued", None, 1)
+    assert not [e for e in gw.log_events() if e["event"] == "run.started" and e.get("run_id") == second]

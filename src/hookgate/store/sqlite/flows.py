@@ -235,8 +235,19 @@ class SqliteFlowTx:
         self._conn.execute(Q["insert_session"], (session_key, agent_id, session_id, now_ms))
         return session_id
 
-    def ensure_heartbeat_schedule(self, agent_id: str, due_at: int | None, now_ms: int) -> None:
-        self._conn.execute(FQ["ensure_heartbeat_schedule"], (agent_id, due_at, now_ms))
+    def schedule_heartbeat(self, agent_id: str, every_ms: int, now_ms: int) -> None:
+        row = self._conn.execute(FQ["heartbeat_schedule_of"], (agent_id,)).fetchone()
+        due, last_ended = (row[0], row[1]) if row else (None, None)
+        scheduled = (now_ms if last_ended is None else last_ended) + every_ms if every_ms > 0 else None
+        if due is not None and self._conn.execute(Q["count_pending_heartbeat_requests"], (agent_id,)).fetchone()[0]:
+            scheduled = due if scheduled is None else min(due, scheduled)  # pulled by a wake: keep it
+        self._conn.execute(FQ["set_heartbeat_due"], (agent_id, scheduled, now_ms))
+
+    def renew_heartbeat_lease(self, agent_id: str, instance: str, lease_until: int) -> bool:
+        return self._conn.execute(FQ["renew_heartbeat_lease"], (agent_id, instance, lease_until)).rowcount == 1
+
+    def release_heartbeat(self, agent_id: str, instance: str) -> None:
+        self._conn.execute(FQ["release_heartbeat"], (agent_id, instance))
 
     def claim_heartbeats(self, instance: str, now_ms: int, lease_until: int) -> list[str]:
         agents = [r[0] for r in self._conn.execute(FQ["due_heartbeats"], (now_ms,)).fetchall()]

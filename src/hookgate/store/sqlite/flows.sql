@@ -107,9 +107,19 @@ SELECT role, text FROM (
 -- name: session_id_of
 SELECT session_id FROM sessions WHERE key = ?
 
--- name: ensure_heartbeat_schedule
+-- name: heartbeat_schedule_of
+SELECT due_at, last_ended_at FROM heartbeat_schedule WHERE agent_id = ?
+
+-- name: set_heartbeat_due
+-- the schedule at startup or after a reload changed the interval; a lease in progress is untouched
 INSERT INTO heartbeat_schedule (agent_id, due_at, updated_at) VALUES (?1, ?2, ?3)
-ON CONFLICT (agent_id) DO NOTHING
+ON CONFLICT (agent_id) DO UPDATE SET due_at = excluded.due_at, updated_at = excluded.updated_at
+
+-- name: renew_heartbeat_lease
+UPDATE heartbeat_schedule SET lease_until = ?3 WHERE agent_id = ?1 AND leased_by = ?2
+
+-- name: release_heartbeat
+UPDATE heartbeat_schedule SET leased_by = NULL, lease_until = NULL WHERE agent_id = ?1 AND leased_by = ?2
 
 -- name: due_heartbeats
 SELECT agent_id FROM heartbeat_schedule
