@@ -227,6 +227,11 @@ class Service:
                                  reason=obs_logging.clean_text(route.skipped_reason))
         for warning in settings.warnings:
             self.log.warning("config.warning", message=obs_logging.clean_text(warning))
+        for item in settings.secret_inputs:
+            if item.value is None:  # an optional input (a channel's or runtime's key): its user fails later
+                self.metrics.secret_resolution_failures.labels(item.source.split(":", 1)[0]).inc()
+                self.log.warning("secret.unresolved", key=item.key_path, source=item.source,
+                                 error=obs_logging.clean_text(item.error or "", 200))
 
     async def _flush_logs(self) -> None:
         while True:

@@ -103,6 +103,7 @@ class HooksSurface:
             gw.metrics.store_errors.labels(gw.settings.storage.backend).inc()
             return error_b(503, "Service Unavailable", headers=[(b"retry-after", b"1")], reason="store")
         except RequestError as exc:
+            gw.metrics.body_rejections.labels("hooks", "invalid_request").inc()
             gw.log.info("hook.rejected", request_id=req.request_id, route=req.log["route"], reason=exc.message)
             return error_b(exc.status, exc.message, reason="invalid_request")
         except HookgateError as exc:

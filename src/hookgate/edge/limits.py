@@ -37,6 +37,11 @@ class FixedWindowLimiter:
             return 0
         return max(1, math.ceil(entry[0] - now))
 
+    def hits(self, key: str) -> int:
+        """Hits counted in the key's current window (0 when none is open)."""
+        entry = self._windows.get(key)
+        return 0 if entry is None else int(entry[1])
+
 
 class InFlightLimiter:
     """Concurrent requests per key; a slot is held until the response is written."""

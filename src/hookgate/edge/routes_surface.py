@@ -15,6 +15,7 @@ from hookgate.edge.http import Answer, BodyTimeout, BodyTooLarge, ClientGone, js
 from hookgate.edge.limits import FixedWindowLimiter, InFlightLimiter
 from hookgate.edge.request import Request
 from hookgate.errors import StoreUnavailable
+from hookgate.obs.logging import info_line
 from hookgate.webhooks import auth as route_auth
 from hookgate.webhooks.schema import MUTATING_ACTIONS, SchemaError, parse_action
 from hookgate.webhooks.service import FlowService
@@ -102,10 +103,13 @@ class RoutesSurface:
         if req.method != "POST":
             return _reject(405, "method_not_allowed", "Method Not Allowed", headers=[(b"allow", b"POST")])
         limits = route.limits
-        retry = self.window.hit(f"{req.path}:{req.client_ip}", limits.rate_limit.max_requests,
-                                limits.rate_limit.window_seconds)
+        window_key = f"{req.path}:{req.client_ip}"
+        retry = self.window.hit(window_key, limits.rate_limit.max_requests, limits.rate_limit.window_seconds)
         if retry:
             m.rate_limited.inc(("webhooks", "window"))
+            if self.window.hits(window_key) == limits.rate_limit.max_requests + 1:  # once per key and window
+                self.gw.log.warning("ratelimit.rejected", request_id=req.request_id, route=route.id,
+                                    client_ip=req.client_ip, retry_after=retry)
             return _reject(429, "rate_limited", "Too Many Requests", headers=[(b"retry-after", str(retry).encode())])
         media = (req.header(b"content-type") or "").split(";", 1)[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
@@ -160,6 +164,7 @@ class RoutesSurface:
             action = parse_action(payload)
         except SchemaError as exc:
             m.body_rejections.labels("webhooks", "invalid_request").inc()
+            gw.log.info("webhook.rejected", request_id=req.request_id, route=route.id, code="invalid_request")
             return _reject(400, "invalid_request", exc.message)
         name = payload["action"]
         req.log["action"] = name
@@ -180,6 +185,12 @@ class RoutesSurface:
             gw.log.info("webhook.idempotent_replay", request_id=req.request_id, route=route.id, action=name)
         else:
             m.flow_actions.inc((name, result.code))
+            if result.status >= 400:
+                gw.log.info("webhook.rejected", request_id=req.request_id, route=route.id, action=name,
+                            code=result.code)
+            elif name in MUTATING_ACTIONS:
+                info_line("webhook.accepted", {"request_id": req.request_id, "route": route.id, "action": name,
+                                               "code": result.code, "flow_id": result.flow_id})
         if result.flow_id:
             req.log["flow_id"] = result.flow_id
         return Answer(result.status, result.body, headers, reason=result.code)

@@ -49,8 +49,9 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     ack = result.status == "ok" and is_heartbeat_ack(result.reply or "", agent.heartbeat.ack_max_chars)
     outcome = "failed" if result.status != "ok" else ("ack" if ack else "ran")
     record = None
-    if result.status == "ok" and result.reply and not is_silent(result.reply, agent.heartbeat.ack_max_chars):
-        delivery = await deliver_reply(ctx, agent_id=agent_id, channel="last", to=None, text=result.reply,
+    silent = result.status == "ok" and is_silent(result.reply, agent.heartbeat.ack_max_chars)
+    if result.status == "ok" and not silent:
+        delivery = await deliver_reply(ctx, agent_id=agent_id, channel="last", to=None, text=result.reply or "",
                                        run_id=run_id)
         record = delivery.record
         if record is not None:
@@ -61,24 +62,34 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     run_record = NewRun(run_id=run_id, kind="heartbeat", agent_id=agent_id, session_key=session, name="Heartbeat",
                     inputs={"events": len(events)}, created_at=started_ms)
 
-    def commit(tx: RuntimeTx) -> None:
+    def commit(tx: RuntimeTx) -> int:
         session_id = tx.session_id_of(session, agent_id, now)
+        dropped = 0
         if result.status == "ok":
             tx.append_transcript(session, session_id, "user", prompt, run_id, now)
             tx.append_transcript(session, session_id, "assistant", result.reply or "", run_id, now)
             tx.consume_events(seqs, run_id, now)
         else:
-            tx.fail_events(seqs, MAX_FAILED_TURNS, now)
+            dropped = tx.fail_events(seqs, MAX_FAILED_TURNS, now)
         tx.finish_heartbeat(agent_id, next_due(now), started_ms, now)
         tx.insert_finished_run(run_record, session_id, result.status, result.reply, result.error, now)
         if record is not None:
             tx.record_delivery(record, now)
+        return dropped
 
-    await ctx.store.flow_write(commit)
+    dropped = await ctx.store.flow_write(commit)
     ctx.metrics.heartbeats.labels(outcome).inc()
     if result.status == "ok":
         ctx.metrics.system_events.inc(("consumed",), len(seqs))
+    if dropped:
+        ctx.metrics.system_events.inc(("dropped",), dropped)
+        ctx.log.warning("event.dropped", agent_id=agent_id, session_key=session, count=dropped,
+                        reason="failed_turns")
+    if silent:
+        ctx.metrics.deliveries.labels("last", "suppressed").inc()
     ctx.metrics.runs.labels("heartbeat", result.status).inc()
+    ctx.metrics.run_duration.labels("heartbeat", str(agent.runtime.get("kind", "echo"))).observe(
+        time.monotonic() - t0)
     ctx.log.info("heartbeat.ran", agent_id=agent_id, run_id=run_id, status=result.status, outcome=outcome,
                  events=len(seqs), duration_ms=round((time.monotonic() - t0) * 1000, 1))
 

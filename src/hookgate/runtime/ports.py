@@ -52,9 +52,13 @@ class RuntimeTx(FlowTx, Protocol):
 
     def consume_events(self, seqs: Sequence[int], run_id: str, now_ms: int) -> None: ...
 
-    def fail_events(self, seqs: Sequence[int], max_failed_turns: int, now_ms: int) -> None: ...
+    def fail_events(self, seqs: Sequence[int], max_failed_turns: int, now_ms: int) -> int:
+        """Count a failed turn on each event; returns how many reached ``max_failed_turns`` (dropped)."""
 
     def queued_runs(self) -> int: ...
+
+    def due_heartbeats(self, now_ms: int) -> int:
+        """Agents whose heartbeat is due and not leased (a turn waiting for a worker)."""
 
     def record_delivery(self, delivery: DeliveryRecord, now_ms: int) -> None: ...
 

@@ -204,11 +204,12 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
     deliver = bool(inputs.get("deliver", True))
     has_target = False
     record = None
-    if result.status == "ok" and deliver and result.reply and not is_silent(
-        result.reply, agent_of(settings, run.agent_id).heartbeat.ack_max_chars
-    ):
+    silent = result.status == "ok" and is_silent(result.reply, agent_of(settings, run.agent_id).heartbeat.ack_max_chars)
+    if deliver and silent:
+        ctx.metrics.deliveries.labels(str(inputs.get("channel") or "last"), "suppressed").inc()
+    if result.status == "ok" and deliver and not silent:
         outcome = await deliver_reply(ctx, agent_id=run.agent_id, channel=str(inputs.get("channel") or "last"),
-                                      to=inputs.get("to"), text=result.reply, run_id=run.run_id)
+                                      to=inputs.get("to"), text=result.reply or "", run_id=run.run_id)
         has_target, record = outcome.has_target, outcome.record
     name = run.name
     summary = hook_summary_event(name=name, status=result.status, reply=result.reply, error=result.error,

@@ -175,6 +175,7 @@ class Worker:
             self._deliveries[delivery_id] = asyncio.create_task(
                 self._guard(delivery_id, self._deliver(delivery_id), kind="delivery"))
         for run_id in claimed:
+            self.log.info("run.claimed", run_id=run_id)
             self._running[run_id] = asyncio.create_task(self._guard(run_id, self._run(run_id), kind="run"))
         for agent_id in agents:
             if agent_id in self._heartbeats:
@@ -188,10 +189,12 @@ class Worker:
             # Counting a backlog reads every queued row: once a second, not once per finished run
             # (a tick follows every run, and with 20 000 queued runs the count was most of the work).
             self._backlog_at = mono + BACKLOG_REFRESH_SECONDS
-            runs_backlog, deliveries_backlog = await self.store.flow_read(
-                lambda tx: (tx.queued_runs(), tx.pending_deliveries()))
+            now = self.clock.now_ms()
+            runs_backlog, deliveries_backlog, heartbeats_backlog = await self.store.flow_read(
+                lambda tx: (tx.queued_runs(), tx.pending_deliveries(), tx.due_heartbeats(now)))
             self.metrics.queue_backlog.labels("runs").set(runs_backlog)
             self.metrics.queue_backlog.labels("deliveries").set(deliveries_backlog)
+            self.metrics.queue_backlog.labels("heartbeats").set(heartbeats_backlog)
 
     async def _guard(self, key: str, job: Awaitable[None], kind: str) -> None:
         jobs = {"run": self._running, "heartbeat": self._heartbeats, "delivery": self._deliveries}[kind]

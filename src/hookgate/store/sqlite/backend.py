@@ -24,6 +24,7 @@ import msgspec
 
 from hookgate.clock import Clock, SystemClock, new_id
 from hookgate.errors import StoreUnavailable
+from hookgate.obs.logging import get_logger
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.events import MAX_PENDING_EVENTS
 from hookgate.runtime.ports import RuntimeTx
@@ -277,7 +278,7 @@ class SqliteStore:
         self._known_session(session_key)
         self._count_event(result.outcome)
         if result.dropped:
-            self._count_event("dropped", result.dropped)
+            self._dropped(session_key, result.dropped)
         return result
 
     def queue_event_sync(
@@ -342,6 +343,11 @@ class SqliteStore:
     def _count_event(self, outcome: str, n: int = 1) -> None:
         if self._metrics is not None:
             self._metrics.system_events.inc((outcome,), n)
+
+    def _dropped(self, session_key: str, n: int) -> None:
+        """The queue cap (model.md §4.1) dropped the oldest pending events of the session."""
+        self._count_event("dropped", n)
+        get_logger().warning("event.dropped", session_key=session_key, count=n, reason="queue_cap")
 
     def _known_session(self, key: str) -> None:
         """Remember a session key whose record is committed (session records are never deleted)."""
@@ -461,17 +467,17 @@ class SqliteStore:
 
     async def flow_write(self, fn: Callable[[RuntimeTx], T]) -> T:
         """Run ``fn`` in one write transaction; returns after it committed (and was fsynced)."""
-        events: list[tuple[str, int]] = []
+        events: list[tuple[str, int, str]] = []
 
         def op(conn: sqlite3.Connection) -> T:
             events.clear()
             return fn(SqliteFlowTx(conn, self, events))
 
         result = await self._write(op)
-        for outcome, dropped in events:
+        for outcome, dropped, session_key in events:
             self._count_event(outcome)
             if dropped:
-                self._count_event("dropped", dropped)
+                self._dropped(session_key, dropped)
         return result
 
     async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False) -> T:

@@ -105,10 +105,10 @@ _SELECT_TASK = f"SELECT {_TASK_COLUMNS} FROM tasks"
 class SqliteFlowTx:
     """One transaction's view; created per ``flow_write``/``flow_read`` call."""
 
-    def __init__(self, conn: sqlite3.Connection, store: SqliteStore, events: list[tuple[str, int]]) -> None:
+    def __init__(self, conn: sqlite3.Connection, store: SqliteStore, events: list[tuple[str, int, str]]) -> None:
         self._conn = conn
         self._store = store
-        self._events = events  # (outcome, dropped) of queued notifications, counted after commit
+        self._events = events  # (outcome, dropped, session) of queued notifications, counted after commit
 
     # flows -------------------------------------------------------------------------------------
     def get_flow(self, flow_id: str, owner_key: str) -> Flow | None:
@@ -174,7 +174,7 @@ class SqliteFlowTx:
         if not prepared:
             return "coalesced"
         result = self._store.queue_event_sync(self._conn, session_key, agent_id, prepared, now_ms, wake_reason)
-        self._events.append((result.outcome, result.dropped))
+        self._events.append((result.outcome, result.dropped, session_key))
         return result.outcome
 
     # retention and operators ---------------------------------------------------------------------
@@ -270,9 +270,12 @@ class SqliteFlowTx:
         for seq in seqs:
             self._conn.execute(FQ["consume_event"], (seq, run_id, now_ms))
 
-    def fail_events(self, seqs: Sequence[int], max_failed_turns: int, now_ms: int) -> None:
+    def fail_events(self, seqs: Sequence[int], max_failed_turns: int, now_ms: int) -> int:
+        dropped = 0
         for seq in seqs:
-            self._conn.execute(FQ["fail_event"], (seq, max_failed_turns, now_ms))
+            row = self._conn.execute(FQ["fail_event"], (seq, max_failed_turns, now_ms)).fetchone()
+            dropped += row is not None and row[0] == "dropped"
+        return dropped
 
     def last_route(self, main_session_key: str) -> tuple[str | None, str | None]:
         row = self._conn.execute(FQ["last_route"], (main_session_key,)).fetchone()
@@ -377,6 +380,9 @@ class SqliteFlowTx:
 
     def queued_runs(self) -> int:
         return int(self._conn.execute(FQ["queued_run_count"]).fetchone()[0])
+
+    def due_heartbeats(self, now_ms: int) -> int:
+        return int(self._conn.execute(FQ["due_heartbeat_count"], (now_ms,)).fetchone()[0])
 
     # idempotency ---------------------------------------------------------------------------------
     def get_webhook_response(self, route_id: str, key: str, now_ms: int) -> StoredResponse | None:

@@ -126,6 +126,10 @@ SELECT agent_id FROM heartbeat_schedule
 WHERE due_at IS NOT NULL AND due_at <= ?1 AND (leased_by IS NULL OR lease_until < ?1)
 ORDER BY due_at
 
+-- name: due_heartbeat_count
+SELECT count(*) FROM heartbeat_schedule
+WHERE due_at IS NOT NULL AND due_at <= ?1 AND (leased_by IS NULL OR lease_until < ?1)
+
 -- name: claim_heartbeat
 UPDATE heartbeat_schedule SET leased_by = ?2, lease_until = ?3, updated_at = ?4 WHERE agent_id = ?1
 
@@ -148,6 +152,7 @@ UPDATE system_events SET status = 'consumed', consumed_by_run_id = ?2, updated_a
 UPDATE system_events SET failed_turns = failed_turns + 1,
     status = CASE WHEN failed_turns + 1 >= ?2 THEN 'dropped' ELSE 'pending' END, updated_at = ?3
 WHERE seq = ?1
+RETURNING status
 
 -- name: queued_run_count
 SELECT count(*) FROM runs WHERE status IN ('queued', 'running') AND status = 'queued'  -- via runs_claimable
