@@ -130,7 +130,10 @@ def test_named_queries_parse() -> None:
 
 _CRASHER = textwrap.dedent("""
     import asyncio, os, signal, sys
+    from hookgate.obs import logging
     from hookgate.store.sqlite import SqliteStore
+
+    logging.configure()  # log lines (event.dropped: each writer passes the queue cap) go to stderr, as in serve
 
     async def main(path, durability):
         store = SqliteStore(path, durability=durability)

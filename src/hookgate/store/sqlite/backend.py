@@ -14,6 +14,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +50,7 @@ T = TypeVar("T")
 WAKE_DELAY_MS = 250  # model.md §6.2: wake requests within 250 ms coalesce into one turn
 READ_POOL_SIZE = 4
 KNOWN_SESSIONS_MAX = 4096
+DROP_LOG_INTERVAL_S = 10.0
 SWEEP_BATCH = 500  # rows per retention transaction: a few ms on the event loop
 
 # Binding None: the sqlite3 module sends every parameter that is not an exact int, float, str or
@@ -109,6 +111,7 @@ class SqliteStore:
         self._lock_fd: int | None = None
         # Session keys known to be committed: the hot paths skip the existence check for them.
         self._known_sessions: set[str] = set()
+        self._drop_log: dict[str, tuple[float, int]] = {}  # session → (last event.dropped line, drops since)
         # Pending queues read in the current write transaction (``_queue_view``).
         self._queues: dict[tuple[str, str], _QueueView] = {}
         self._queues_mark: tuple[int, int] | None = None
@@ -345,9 +348,21 @@ class SqliteStore:
             self._metrics.system_events.inc((outcome,), n)
 
     def _dropped(self, session_key: str, n: int) -> None:
-        """The queue cap (model.md §4.1) dropped the oldest pending events of the session."""
+        """The queue cap (model.md §4.1) dropped the oldest pending events of the session.
+
+        Logged at most once per session per 10 s, with the drops since the last line: while a session's
+        queue stays full every wake drops one, and a warning per request would flood the log (and
+        cost a write each, warnings being flushed at once)."""
         self._count_event("dropped", n)
-        get_logger().warning("event.dropped", session_key=session_key, count=n, reason="queue_cap")
+        now = time.monotonic()
+        last, pending = self._drop_log.get(session_key, (-DROP_LOG_INTERVAL_S, 0))
+        if now - last < DROP_LOG_INTERVAL_S:
+            self._drop_log[session_key] = (last, pending + n)
+            return
+        if len(self._drop_log) >= KNOWN_SESSIONS_MAX:
+            self._drop_log.clear()
+        self._drop_log[session_key] = (now, 0)
+        get_logger().warning("event.dropped", session_key=session_key, count=pending + n, reason="queue_cap")
 
     def _known_session(self, key: str) -> None:
         """Remember a session key whose record is committed (session records are never deleted)."""
