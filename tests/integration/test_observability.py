@@ -11,7 +11,7 @@ from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
 
 sys.path.insert(0, str(Path(__file__).parent / "webhooks"))
 
-from routeharness import BEARER, CI_PATH, ci_route, metric  # noqa: E402
+from routeharness import BEARER, CI_PATH, ci_route, metric
 
 
 def logged(gw: RunningGateway, event: str) -> list[dict[str, Any]]:

@@ -67,8 +67,9 @@ class Envelope:
     created_at: int  # ms since the epoch: when the delivery was created
 
 
-# Called after each part is sent: (index of the part, the channel's message id or None).
-SentCallback = Callable[[int, str | None], Awaitable[None]]
+# Called after each part is sent: (index of the part, the channel's message id or None, the HTTP status
+# of the chat API's answer or None for channels that are not HTTP).
+SentCallback = Callable[[int, str | None, int | None], Awaitable[None]]
 
 
 class ChannelAdapter(Protocol):
@@ -78,7 +79,7 @@ class ChannelAdapter(Protocol):
         """The parts to send, in order (one part when the channel has no limit)."""
 
     async def send(self, to: str, parts: Sequence[str], start: int, envelope: Envelope, sent: SentCallback) -> None:
-        """Send ``parts[start:]`` to ``to`` in order; await ``sent(i, message_id)`` after each.
+        """Send ``parts[start:]`` to ``to`` in order; await ``sent(i, message_id, http_status)`` after each.
 
         Raises ``DeliveryError`` at the first part that fails (earlier parts stay sent).
         """

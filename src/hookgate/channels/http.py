@@ -162,7 +162,7 @@ class HttpAdapter:
         for index in range(start, len(parts)):
             request = self.build(to, parts[index], envelope)
             response = await self._post(request)
-            await sent(index, self.accept(response))
+            await sent(index, self.accept(response), response.status_code)
 
     # -- what a subclass provides ------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ Flow of one ``send``, on plain asyncio streams (no IRC library):
     USER <user> 0 * :hookgate
     … wait for 001              PING is answered with PONG at any time (a reader task does it)
     JOIN <#channel>             only for a channel target; wait for our JOIN echo or 366
-    PRIVMSG <target> :<line>    one per part, from ``start``; ``sent(i, None)`` after each is written
+    PRIVMSG <target> :<line>    one per part, from ``start``; ``sent(i, None, None)`` after each is written
                                 and drained; the first one is confirmed with a PING/PONG round trip
                                 first, so a target that refuses messages (401, 404) fails before any
                                 part counts as sent
@@ -168,7 +168,7 @@ class IrcAdapter:
         lines = [clean(p) for p in parts]
         if not any(line.strip() for line in lines[start:]):  # nothing to say: no connection
             for i in range(start, len(parts)):
-                await sent(i, None)
+                await sent(i, None, None)
             return
         conn = await self._connect()
         try:
@@ -185,7 +185,7 @@ class IrcAdapter:
                     else:  # the target takes messages before any part counts as sent
                         await conn.sync()
                         confirmed = True
-                await sent(i, None)
+                await sent(i, None, None)
             if unconfirmed:
                 await conn.sync()
             await conn.quit()

@@ -52,7 +52,7 @@ class ConsoleAdapter:
                 _write_stdout(line)
             except OSError as exc:
                 raise _os_error(self.channel, exc) from None
-            await sent(index, None)
+            await sent(index, None, None)
 
     async def aclose(self) -> None:
         return None
@@ -92,7 +92,7 @@ class FileAdapter:
                     await asyncio.to_thread(_append, self.path, line)
                 except OSError as exc:
                     raise _os_error(self.channel, exc) from None
-            await sent(index, None)
+            await sent(index, None, None)
 
     async def aclose(self) -> None:
         return None

@@ -80,10 +80,12 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
     parts = adapter.split(job.text)
     done = committed = job.parts_sent
     last_id: list[str | None] = [None]
+    last_status: list[int | None] = [None]  # the chat API's answer to the last part sent (HTTP channels)
 
-    async def sent(index: int, message_id: str | None) -> None:
+    async def sent(index: int, message_id: str | None, http_status: int | None) -> None:
         nonlocal done, committed
         done = index + 1
+        last_status[0] = http_status
         if done < len(parts):  # the last part's progress commits with the outcome
             now = ctx.clock.now_ms()
             await ctx.store.flow_write(lambda tx: tx.delivery_part_sent(delivery_id, done, message_id, now))
@@ -113,7 +115,7 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
     def commit(tx: RuntimeTx) -> None:
         if done > committed:
             tx.delivery_part_sent(delivery_id, done, last_id[0], now)
-        tx.finish_delivery_attempt(delivery_id, "delivered", None, "delivered", None, None, now)
+        tx.finish_delivery_attempt(delivery_id, "delivered", None, "delivered", last_status[0], None, now)
         if explicit:
             tx.set_last_route(f"agent:{job.agent_id}:main", job.agent_id, job.channel, job.target, now)
 

@@ -87,7 +87,8 @@ class RuntimeTx(FlowTx, Protocol):
 
     def dead_deliveries(self, channel: str | None, since_ms: int | None) -> list[str]: ...
 
-    def pending_deliveries(self) -> int: ...
+    def due_deliveries(self, now_ms: int) -> int:
+        """Pending deliveries due by ``now_ms`` and not leased."""
 
     def next_delivery_due(self) -> int | None: ...
 

@@ -191,7 +191,7 @@ class Worker:
             self._backlog_at = mono + BACKLOG_REFRESH_SECONDS
             now = self.clock.now_ms()
             runs_backlog, deliveries_backlog, heartbeats_backlog = await self.store.flow_read(
-                lambda tx: (tx.queued_runs(), tx.pending_deliveries(), tx.due_heartbeats(now)))
+                lambda tx: (tx.queued_runs(), tx.due_deliveries(now), tx.due_heartbeats(now)))
             self.metrics.queue_backlog.labels("runs").set(runs_backlog)
             self.metrics.queue_backlog.labels("deliveries").set(deliveries_backlog)
             self.metrics.queue_backlog.labels("heartbeats").set(heartbeats_backlog)

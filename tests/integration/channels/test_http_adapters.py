@@ -143,9 +143,11 @@ def make(case: Case, url: str, http: httpx.AsyncClient, *, timeout: float = 5.0,
 class Sent:
     def __init__(self) -> None:
         self.calls: list[tuple[int, str | None]] = []
+        self.statuses: list[int | None] = []
 
-    async def __call__(self, index: int, message_id: str | None) -> None:
+    async def __call__(self, index: int, message_id: str | None, http_status: int | None) -> None:
         self.calls.append((index, message_id))
+        self.statuses.append(http_status)
 
 
 def body_of(case: Case, req: Recorded) -> Any:
@@ -192,6 +194,8 @@ async def test_one_message_reaches_the_api_as_documented(case: Case, fake_api: F
         assert req.headers[name] == value
     assert body_of(case, req) == case.body("Hello, wörld")
     assert sent.calls == [(0, case.message_id(1))]
+    [status] = sent.statuses  # the chat API's answer (200, 201, 204 by API) reaches the attempt log
+    assert isinstance(status, int) and 200 <= status < 300
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)

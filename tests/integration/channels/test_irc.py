@@ -187,9 +187,11 @@ def irc_settings(port: int, nick: str, *, tls: bool = False, server: str = HOST,
 class Sent:
     def __init__(self) -> None:
         self.calls: list[tuple[int, str | None]] = []
+        self.statuses: list[int | None] = []
 
-    async def __call__(self, index: int, message_id: str | None) -> None:
+    async def __call__(self, index: int, message_id: str | None, http_status: int | None) -> None:
         self.calls.append((index, message_id))
+        self.statuses.append(http_status)
 
 
 async def deliver(adapter: IrcAdapter, to: str, text: str, start: int = 0) -> Sent:

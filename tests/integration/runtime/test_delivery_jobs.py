@@ -126,9 +126,12 @@ async def test_retryable_failures_wait_then_deliver(make: Any, receiver: Receive
     row = await h.delivery(d)
     assert (row["status"], row["attempts"], row["nextAttemptAt"]) == ("pending", 1, t0 + 1200)
     assert row["lastError"].startswith("webhook: HTTP 503")
+    # the backlog gauge counts due, unclaimed deliveries: one waiting out its backoff is not due
+    assert await h.store.flow_read(lambda tx: tx.due_deliveries(h.clock.now_ms())) == 0
     h.clock.advance(1.199)
     assert await h.tick() == []  # not due yet
     h.clock.advance(0.001)
+    assert await h.store.flow_read(lambda tx: tx.due_deliveries(h.clock.now_ms())) == 1
     assert await h.tick() == [d]
     row = await h.delivery(d)
     assert (row["status"], row["attempts"], row["nextAttemptAt"]) == ("pending", 2, t0 + 1200 + 6000)
@@ -137,7 +140,7 @@ async def test_retryable_failures_wait_then_deliver(make: Any, receiver: Receive
     row = await h.delivery(d)
     assert (row["status"], row["attempts"]) == ("delivered", 3)
     assert [(a["outcome"], a["httpStatus"]) for a in row["attemptLog"]] == [
-        ("retry", 503), ("retry", 500), ("delivered", None)]
+        ("retry", 503), ("retry", 500), ("delivered", 200)]  # model.md §10.4: every attempt's HTTP status
     assert len(receiver.received) == 3
     assert await h.events() == []  # delivered: no summary
     assert await h.tick() == []  # never sent again

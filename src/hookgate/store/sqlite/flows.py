@@ -357,8 +357,8 @@ class SqliteFlowTx:
             params.append(since_ms)
         return [r[0] for r in self._conn.execute(sql + " ORDER BY seq", params)]
 
-    def pending_deliveries(self) -> int:
-        return int(self._conn.execute(FQ["pending_delivery_count"]).fetchone()[0])
+    def due_deliveries(self, now_ms: int) -> int:
+        return int(self._conn.execute(FQ["due_delivery_count"], (now_ms,)).fetchone()[0])
 
     def next_delivery_due(self) -> int | None:
         row = self._conn.execute(FQ["next_delivery_due"]).fetchone()

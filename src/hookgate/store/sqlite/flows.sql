@@ -212,8 +212,10 @@ UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = ?2, la
     leased_by = NULL, lease_until = NULL, updated_at = ?2
 WHERE delivery_id = ?1 AND status = 'dead'
 
--- name: pending_delivery_count
-SELECT count(*) FROM deliveries WHERE status = 'pending'
+-- name: due_delivery_count
+-- the backlog gauge (operations.md §3: due jobs not yet claimed); one waiting out a backoff is not due
+SELECT count(*) FROM deliveries
+WHERE status = 'pending' AND next_attempt_at <= ?1 AND (leased_by IS NULL OR lease_until <= ?1)
 
 -- name: next_delivery_due
 SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending'
