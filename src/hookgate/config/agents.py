@@ -126,4 +126,5 @@ def build_agents(
         envelope_timezone=str(defaults["envelopeTimezone"]),
         history_messages=int(defaults["historyMessages"]),
         max_concurrent_runs=int(defaults["maxConcurrentRuns"]),
+        default_thinking=defaults.get("thinking"),
     )

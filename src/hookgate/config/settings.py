@@ -96,6 +96,7 @@ class AgentsSettings:
     envelope_timezone: str = "local"
     history_messages: int = 20
     max_concurrent_runs: int = 4
+    default_thinking: str | None = None  # agents.defaults.thinking, as written (model.md §5.3)
 
     @property
     def known_ids(self) -> frozenset[str]:

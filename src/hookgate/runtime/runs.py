@@ -68,8 +68,10 @@ async def call_agent(
                               agent=agent, defaults_model=None, models=ctx.settings.agents.models, runtime=runtime)
     except ModelRejected as exc:
         return CallResult("error", error=exc.message, prompt=prompt)
+    # model.md §5.3: the first recognised source wins (§9.3: an unrecognised value passes to the next)
     level = (normalize_thinking(thinking) or (normalize_thinking(hooks.gmail.thinking) if gmail else None)
-             or normalize_thinking(agent.thinking))
+             or normalize_thinking(agent.thinking) or normalize_thinking(ctx.settings.agents.default_thinking)
+             or "off")
     request = RuntimeRequest(
         agent_id=agent.id, run_kind=kind, session_key=session_key, run_id=run_id, model=choice.model,
         thinking=level, system_prompt=agent.system_prompt, history=history, prompt=prompt, subject=subject,

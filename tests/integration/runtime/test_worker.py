@@ -7,6 +7,7 @@ import signal
 import socket
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
@@ -290,3 +291,28 @@ def test_sigterm_stops_claiming_while_http_drains(gateway_factory: GatewayFactor
     row = run_row(gw, second)
     assert (row["status"], row["started_at"], row["attempt"]) == ("queued", None, 1)
     assert not [e for e in gw.log_events() if e["event"] == "run.started" and e.get("run_id") == second]
+
+
+def test_thinking_falls_through_unrecognised_values(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
+    """model.md §5.3 / §9.3: action → agent → agents.defaults → off, an unrecognised value passing on."""
+    script = tmp_path / "think.sh"
+    script.write_text("#!/bin/sh\ncat >/dev/null\necho \"thinking=$HOOKGATE_THINKING\"\n")
+    script.chmod(0o755)
+    runtime = {"kind": "command", "command": [str(script)]}
+    gw = gateway_factory(config(agents={
+        "defaults": {"runtime": runtime, "thinking": "ultrathink"},
+        "list": [{"id": "main", "default": True, "thinking": "bogus"}],
+    }))
+
+    def reply(**body: Any) -> str:
+        run_id = post_agent(gw, message="m", deliver=False, **body)
+        return str(wait_for(lambda: (r := run_row(gw, run_id)) and r["status"] == "ok" and r)["reply"])
+
+    assert reply() == "thinking=high"  # the agent's "bogus" is ignored: the default's ultrathink → high
+    assert reply(thinking="nonsense") == "thinking=high"
+    assert reply(thinking="min") == "thinking=minimal"
+    gw.stop()
+    gw.config_path.write_text(json.dumps(config(agents={
+        "defaults": {"runtime": runtime, "thinking": "??"}, "list": [{"id": "main", "default": True}]})))
+    gw.start()
+    assert reply() == "thinking=off"  # nothing recognised anywhere
