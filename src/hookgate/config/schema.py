@@ -195,7 +195,7 @@ RUNTIME = Tagged(
         ),
     },
 )
-MODEL = OneOf(Str(), Obj({"primary": F(Str()), "fallbacks": F(Arr(Str()), [])}))
+MODEL = OneOf(Str(), Obj({"primary": F(Str(), required=True), "fallbacks": F(Arr(Str()), [])}))  # model.md §9.1
 HEARTBEAT_KEYS = {"every": F(Str()), "ackMaxChars": F(Int(0, 100_000)), "prompt": F(Str())}
 HEARTBEAT_DEFAULTS: dict[str, Any] = {"every": DEFAULT_HEARTBEAT_EVERY, "ackMaxChars": 300}
 AGENT_DEFAULTS: dict[str, Any] = {

@@ -154,6 +154,9 @@ def test_runtime_schema(kit: Kit) -> None:
     assert s.agents.agents[0].runtime["maxTokens"] == 4096
     m = kit.load({"agents": {"list": [{"id": "x", "model": {"primary": "a/b", "fallbacks": ["c/d"]}}]}})
     assert m.agents.agents[0].model == {"primary": "a/b", "fallbacks": ["c/d"]}
+    # model.md §9.1: {primary, fallbacks?} — fallbacks alone is not a model
+    assert "agents.list[0].model.primary: required" in kit.errors(
+        {"agents": {"list": [{"id": "x", "model": {"fallbacks": ["c/d"]}}]}})
 
 
 # --- routes ----------------------------------------------------------------------------------------
