@@ -58,6 +58,30 @@ def merge_limits(*layers: Mapping[str, Any] | None) -> LimitSettings:
     )
 
 
+def limits_tree(limits: LimitSettings) -> dict[str, Any]:
+    """``LimitSettings`` in the config's own keys (the effective config shows them)."""
+    return {
+        "rateLimit": {"windowSeconds": limits.rate_limit.window_seconds, "maxRequests": limits.rate_limit.max_requests},
+        "maxInFlight": limits.max_in_flight,
+        "maxBodyBytes": limits.max_body_bytes,
+        "bodyTimeoutSeconds": limits.body_timeout_seconds,
+    }
+
+
+def _fill_defaults(cfg: dict[str, Any], plugin_limits: LimitSettings) -> None:
+    """The defaults that depend on the route (path, controllerId) or on merging (limits), written into
+    the validated tree: ``config show`` prints them and ``configHash`` no longer tells a route that
+    spells out its defaults from one that leaves them out."""
+    cfg["limits"] = limits_tree(plugin_limits)
+    for raw_id, route in cfg["routes"].items():
+        route_id = raw_id.strip()
+        route.setdefault("path", f"/plugins/webhooks/{route_id}")
+        controller = route.get("controllerId")
+        if not (isinstance(controller, str) and controller.strip()):
+            route["controllerId"] = f"webhooks/{route_id}"
+        route["limits"] = limits_tree(merge_limits(cfg["limits"], route.get("limits")))
+
+
 def _secret_paths(r: str, route: Mapping[str, Any]) -> list[str]:
     if "secret" in route:
         return [f"{r}.secret"]
@@ -127,6 +151,7 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
     plugin_limits = merge_limits(cfg.get("limits"))
     ttl = float(cfg["idempotencyTtlHours"])
     if entry["enabled"] is not True:
+        _fill_defaults(cfg, plugin_limits)
         return WebhooksSettings(enabled=False, limits=plugin_limits, idempotency_ttl_hours=ttl)
     routes: list[RouteSettings] = []
     claimed: dict[str, str] = {}
@@ -186,6 +211,7 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
                 skipped_reason=skipped,
             )
         )
+    _fill_defaults(cfg, plugin_limits)
     return WebhooksSettings(
         enabled=True, routes=tuple(routes), limits=plugin_limits, idempotency_ttl_hours=ttl
     )

@@ -48,6 +48,26 @@ def test_hash_differs_with_defaults_filled_equivalently(kit: Kit) -> None:
     assert kit.load({}).config_hash == kit.load({"gateway": {"port": 18789}}).config_hash
 
 
+def test_route_defaults_are_in_the_effective_config(kit: Kit) -> None:
+    """A route's path, controllerId and limits default per route and per plugin: `config show` prints
+    them, and spelling them out does not change the hash."""
+    def webhooks(route: dict[str, Any], **plugin: Any) -> dict[str, Any]:
+        return {"plugins": {"entries": {"webhooks": {"config": {"routes": {"ci": route}, **plugin}}}}}
+
+    bare = kit.load(webhooks({"sessionKey": "agent:main:main", "secret": "s"}, limits={"maxInFlight": 4}))
+    spelled = kit.load(webhooks({"sessionKey": "agent:main:main", "secret": "s", "path": "/plugins/webhooks/ci",
+                                 "controllerId": "webhooks/ci", "limits": {"bodyTimeoutSeconds": 15}},
+                                limits={"maxInFlight": 4, "rateLimit": {"maxRequests": 120}}))
+    assert bare.config_hash == spelled.config_hash
+    route = redacted_effective(bare)["plugins"]["entries"]["webhooks"]["config"]["routes"]["ci"]
+    assert (route["path"], route["controllerId"]) == ("/plugins/webhooks/ci", "webhooks/ci")
+    assert route["limits"] == {"rateLimit": {"windowSeconds": 60, "maxRequests": 120}, "maxInFlight": 4,
+                               "maxBodyBytes": 262_144, "bodyTimeoutSeconds": 15}
+    other = kit.load(webhooks({"sessionKey": "agent:main:main", "secret": "s", "limits": {"maxInFlight": 5}},
+                              limits={"maxInFlight": 4}))
+    assert other.config_hash != bare.config_hash
+
+
 def test_redacted_effective(kit: Kit) -> None:
     s = kit.load(base())
     shown = redacted_effective(s)
