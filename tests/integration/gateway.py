@@ -127,6 +127,20 @@ class RunningGateway:
             cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=60, check=check,
         )
 
+    def flushed_log_events(self, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Every log line written so far: a marker request's access line is awaited first. Lines leave
+        the server's buffer in order, so once the marker's is there every earlier line is too."""
+        marker = f"flush-{time.monotonic_ns()}"
+        with httpx.Client(base_url=self.url, timeout=10) as c:
+            c.get("/healthz", headers={"X-Request-Id": marker})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            events = self.log_events()
+            if any(e.get("request_id") == marker and e.get("event") == "http.request" for e in events):
+                return events
+            time.sleep(0.05)
+        raise AssertionError(f"the marker request's access line was not logged; log: {self.stderr()[-3000:]}")
+
     def wait_log(self, event: str, timeout: float = 5.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import signal
+import socket
 import sqlite3
 import time
 
 import httpx
 import pytest
-from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, raw_request, wait_for
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
 
 
 def test_health_and_ready(gateway: RunningGateway) -> None:
@@ -73,7 +74,9 @@ def test_metrics_open_and_token_protected(gateway_factory: GatewayFactory) -> No
     assert 'hookgate_auth_failures_total{route="wake",surface="hooks"} 1.0' in text
     assert 'hookgate_system_events_total{outcome="queued"} 1.0' in text
     assert "hookgate_ingest_latency_seconds_bucket" in text
-    assert "hookgate_store_commit_seconds_bucket" in text and "hookgate_store_group_size_bucket" in text
+    assert 'hookgate_store_commit_seconds_count{backend="sqlite"}' in text
+    group_counts = [line for line in text.splitlines() if line.startswith("hookgate_store_group_size_count ")]
+    assert len(group_counts) == 1 and float(group_counts[0].split()[1]) >= 1  # the wake's commit
     assert "hookgate_build_info{" in text and "process_resident_memory_bytes" in text
     gw.stop()
 
@@ -101,8 +104,7 @@ def test_trusted_proxy_client_ip_keys_the_throttle(gateway_factory: GatewayFacto
         # mapped IPv6 form of the same client shares the budget
         r = c.post("/hooks/wake", json={}, headers={**wrong, "X-Forwarded-For": "::ffff:198.51.100.1"})
         assert r.status_code == 429
-    time.sleep(0.3)
-    lines = [e for e in gw.log_events() if e.get("event") == "http.request" and e.get("status") == 429]
+    lines = [e for e in gw.flushed_log_events() if e.get("event") == "http.request" and e.get("status") == 429]
     assert {e["client_ip"] for e in lines} == {"198.51.100.1"}
 
 
@@ -161,11 +163,18 @@ def test_sigterm_drains_in_flight_request_and_exits_zero(gateway_factory: Gatewa
     gw = gateway_factory(hooks_config(bodyTimeoutSeconds=10))
     head = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hook-secret\r\n"
             b"Content-Length: 14\r\n\r\n{\"text\":")
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(raw_request, gw.port, head, send_delay=0.8, rest=b'"bye"}')
-        time.sleep(0.3)
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=10)  # connected before the signal
+    try:
+        sock.sendall(head)
+        time.sleep(0.3)  # the server is reading the body
         gw.signal(signal.SIGTERM)
-        data, _ = fut.result(timeout=10)
+        time.sleep(0.5)
+        sock.sendall(b'"bye"}')
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    finally:
+        sock.close()
     assert data.startswith(b"HTTP/1.1 200 ")
     assert b"connection: close" in data.lower()
     assert gw.proc is not None and gw.proc.wait(10) == 0
@@ -252,7 +261,9 @@ def test_store_unavailable_gives_503_and_commits_nothing(gateway_factory: Gatewa
         assert c.post("/hooks/wake", json={"text": "lost?"}, headers=AUTH).json()["eventOutcome"] == "queued"
     with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
-    assert "hookgate_store_errors_total" in httpx.get(gw.url + "/metrics").text
+    samples = [line for line in httpx.get(gw.url + "/metrics").text.splitlines()
+               if line.startswith('hookgate_store_errors_total{backend="sqlite"} ')]
+    assert len(samples) == 1 and float(samples[0].rsplit(" ", 1)[1]) >= 2  # the wake's and the agent's 503
 
 
 def test_reload_watch_follows_the_file_and_can_be_turned_off(gateway_factory: GatewayFactory) -> None:
@@ -274,6 +285,5 @@ def test_reload_watch_follows_the_file_and_can_be_turned_off(gateway_factory: Ga
         assert c.get("/readyz").json()["configHash"] == second
         gw.signal(signal.SIGHUP)
         assert wait_for(lambda: c.post("/again/wake", json={"text": "b"}, headers=AUTH).status_code == 200)
-    time.sleep(0.3)  # log lines are flushed every 100 ms
-    assert [e["trigger"] for e in gw.log_events() if e["event"] == "config.loaded" and "trigger" in e] == [
+    assert [e["trigger"] for e in gw.flushed_log_events() if e["event"] == "config.loaded" and "trigger" in e] == [
         "watch", "signal"]

@@ -266,7 +266,7 @@ while :; do sleep 0.1; done
     with pytest.raises(asyncio.CancelledError):
         await task
     elapsed = time.monotonic() - start
-    assert 4.9 <= elapsed < 6.5, elapsed  # SIGTERM ignored, SIGKILL 5 s later
+    assert 4.9 <= elapsed < 9, elapsed  # SIGTERM ignored, SIGKILL 5 s later (slack for a loaded machine)
     lines = marks.read_text().split()
     assert lines[0] == "pid" and "term" in lines
     assert not _alive(int(lines[1]))  # reaped: no zombie

@@ -98,8 +98,9 @@ def test_mapped_routes(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
         exact(c.post("/hooks/empty", json={}, headers=AUTH), 400,
               '{"ok":false,"error":"hook mapping requires message"}')
         exact(c.post("/hooks/chan", json={}, headers=AUTH), 400, '{"ok":false,"error":"channel must be last"}')
-        exact(c.post("/hooks/nothing", content=b"{bad", headers=AUTH), 400, c.post(
-            "/hooks/nothing", content=b"{bad", headers=AUTH).text)
+        bad = c.post("/hooks/nothing", content=b"{bad", headers=AUTH)  # decoded before any mapping is looked up
+        assert bad.status_code == 400 and bad.json()["ok"] is False
+        assert bad.json()["error"].startswith("invalid JSON: ")
         exact(c.post("/hooks/nothing", json={}, headers=AUTH), 404, '{"ok":false,"error":"Not Found"}')
         exact(c.post("/hooks/t", json={}), 401, '{"ok":false,"error":"Unauthorized"}')
         # gmail preset: gmail source, wrapped, session key from the first message
@@ -131,12 +132,11 @@ def test_slow_transform_times_out_while_server_answers(gateway_factory: GatewayF
     thread.start()
     time.sleep(0.2)
     with gw.client() as c:
-        started = time.monotonic()
         r = c.post("/hooks/mapped-wake", json={"subject": "quick"}, headers=AUTH)
-        assert r.status_code == 200 and time.monotonic() - started < 0.5
+        assert r.status_code == 200 and thread.is_alive()  # answered while the slow transform still runs
     thread.join()
     exact(out["resp"], 500, '{"ok":false,"error":"hook mapping failed"}')
-    assert 0.9 < out["took"] < 2.5
+    assert 0.9 < out["took"] < 2.9  # the 1 s transform timeout, not the transform's own 3 s
     assert gw.wait_log("hook.mapping_failed")["error_type"] == "TimeoutError"
 
 
@@ -169,8 +169,7 @@ def test_transform_failures_of_hookgates_own_making_log_their_text(gateway_facto
         # §6.5: a present "kind" must be "wake" or "agent" — null is not "absent"
         exact(c.post("/hooks/t", json={"kind": "null-kind"}, headers=AUTH), 500,
               '{"ok":false,"error":"hook mapping failed"}')
-    time.sleep(0.3)  # log lines are flushed every 100 ms
-    kinds = [e for e in gw.log_events() if e.get("event") == "hook.mapping_failed" and e.get("mapping") == "t"]
+    kinds = [e for e in gw.flushed_log_events() if e.get("event") == "hook.mapping_failed" and e.get("mapping") == "t"]
     assert kinds and kinds[-1]["error"] == "transform returned an invalid kind"
     with db(gw) as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0

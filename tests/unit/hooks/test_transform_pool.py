@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from hookgate.hooks.transforms_loader import _Inbox, _Pool
+from hookgate.hooks.transforms_loader import _Pool
 
 
 def quick(x: int) -> int:
@@ -29,25 +29,25 @@ async def test_quick_calls_share_one_thread_and_all_answer() -> None:
 
 async def test_slow_calls_get_more_threads_and_run_side_by_side() -> None:
     pool = _Pool()
-    started = time.monotonic()
-    results = await asyncio.gather(*(pool.call(sleepy, 0.3, 5.0) for _ in range(4)))
-    elapsed = time.monotonic() - started
-    assert results == [0.3] * 4
-    assert elapsed < 0.9  # one after the other would take 1.2 s
+    together = threading.Barrier(4, timeout=5)  # passes only when all four calls run at the same time
+
+    def meet(_: None) -> int:
+        return together.wait()
+
+    results = await asyncio.gather(*(pool.call(meet, None, 10.0) for _ in range(4)))
+    assert sorted(results) == [0, 1, 2, 3]
     assert pool._threads == 4
 
 
 async def test_a_stuck_call_does_not_hold_up_the_next_one() -> None:
     pool = _Pool()
     release = threading.Event()
-    stuck = asyncio.ensure_future(pool.call(lambda _: release.wait(), None, 0.2))
+    stuck = asyncio.ensure_future(pool.call(lambda _: release.wait(30), None, 30.0))
     await asyncio.sleep(0.05)
-    started = time.monotonic()
     assert await pool.call(quick, 21, 5.0) == 42  # no other request arrives: the pool looks again itself
-    assert time.monotonic() - started < 0.1
-    with pytest.raises(TimeoutError):
-        await stuck
+    assert not stuck.done()  # answered while the stuck call still holds its thread: not queued behind it
     release.set()
+    assert await stuck is True
 
 
 async def test_deadline_fails_the_call_within_a_tick() -> None:
@@ -56,7 +56,7 @@ async def test_deadline_fails_the_call_within_a_tick() -> None:
     with pytest.raises(TimeoutError):
         await pool.call(sleepy, 1.0, 0.2)
     elapsed = time.monotonic() - started
-    assert 0.2 <= elapsed < 0.2 + _Inbox.TICK + 0.1  # scheduling slack on a loaded CI machine
+    assert 0.2 <= elapsed < 0.9  # the deadline, not the call's own 1 s (slack for a loaded CI machine)
 
 
 async def test_errors_reach_the_caller() -> None:
