@@ -7,7 +7,10 @@ import json
 import signal
 import socket
 import sqlite3
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -287,3 +290,39 @@ def test_reload_watch_follows_the_file_and_can_be_turned_off(gateway_factory: Ga
         assert wait_for(lambda: c.post("/again/wake", json={"text": "b"}, headers=AUTH).status_code == 200)
     assert [e["trigger"] for e in gw.flushed_log_events() if e["event"] == "config.loaded" and "trigger" in e] == [
         "watch", "signal"]
+
+
+def test_a_broken_log_pipe_loses_log_lines_not_answers(tmp_path: Path) -> None:
+    """`hookgate serve 2>&1 | shipper` and the shipper dies: every committed effect still gets its 2xx."""
+    (tmp_path / "hookgate.json5").write_text(json.dumps(hooks_config()))
+    proc = subprocess.Popen([sys.executable, "-m", "hookgate.cli", "serve", "--config", "hookgate.json5",
+                             "--port", "0", "--log-format", "json"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        url = None
+        while url is None:
+            line = proc.stdout.readline().decode()
+            assert line, "hookgate exited before it was ready"
+            if " listening on " in line:
+                url = line.split(" listening on ")[1].split()[0]
+        proc.stderr.close()  # the log reader is gone: every write to stderr is EPIPE from now on
+        with httpx.Client(base_url=url, timeout=10) as c:
+            for i in range(400):  # ~120 KB of access lines: past the 64 KiB the server writes at once
+                r = c.post("/hooks/wake", json={"text": f"e{i}", "mode": "next-heartbeat"}, headers=AUTH)
+                assert r.status_code == 200, (i, r.text)
+            assert c.post("/hooks/wake", json={"text": "x"}, headers={"Authorization": "Bearer no"}).status_code == 401
+            run = c.post("/hooks/agent", json={"message": "still answered"}, headers=AUTH)
+            assert run.status_code == 200 and run.json()["ok"] is True
+        with sqlite3.connect(tmp_path / "hookgate.db") as conn:
+            assert conn.execute("SELECT count(*) FROM system_events WHERE text LIKE 'e%'").fetchone()[0] == 400
+            assert conn.execute("SELECT count(*) FROM runs WHERE run_id = ?", (run.json()["runId"],)).fetchone()[0] == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()

@@ -7,7 +7,6 @@ Never pass a token, a secret, a body, a payload field, or a message text to a lo
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import socket
@@ -33,25 +32,54 @@ def clean_text(value: str, limit: int = 500) -> str:
 
 
 class _Sink:
-    """A buffered byte sink shared by every logger; flushed by ``flush()``."""
+    """The byte sink every logger shares: lines collect in memory and leave in one ``write(2)`` per
+    flush (the server flushes every 100 ms; warnings, errors and lines outside a server at once).
+
+    Logging never fails its caller. A line that cannot be written — stderr closed, a broken pipe, a
+    full disk — is dropped and counted (``dropped``) and the buffer is emptied, so the request it
+    belongs to still gets the answer its committed effect earned (a 500 there would invite a retry
+    that duplicates the effect).
+    """
+
+    FLUSH_BYTES = 1 << 16  # a buffer this full is written at once, whatever the ticker does
 
     def __init__(self) -> None:
-        self.stream: IO[bytes] = io.BufferedWriter(io.FileIO(os.dup(2), "w"), buffer_size=1 << 16)
+        self.fd = os.dup(2)
+        self.stream: IO[bytes] | None = None  # ``configure(stream=…)``: written to instead of ``fd``
         self.autoflush = True
         self.lock = threading.Lock()
+        self.dropped = 0
+        self._lines: list[bytes] = []
+        self._size = 0
 
     def write(self, line: bytes, urgent: bool) -> None:
         with self.lock:
-            self.stream.write(line)
-            if urgent or self.autoflush:
-                self.stream.flush()
+            self._lines.append(line)
+            self._size += len(line)
+            if urgent or self.autoflush or self._size >= self.FLUSH_BYTES:
+                self._flush()
 
     def flush(self) -> None:
         with self.lock:
-            try:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._lines:
+            return
+        data = b"".join(self._lines)
+        count = len(self._lines)
+        self._lines.clear()
+        self._size = 0
+        try:
+            if self.stream is not None:
+                self.stream.write(data)
                 self.stream.flush()
-            except (OSError, ValueError):
-                pass
+                return
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+        except (OSError, ValueError):
+            self.dropped += count
 
 
 _sink = _Sink()

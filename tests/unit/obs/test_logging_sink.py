@@ -1,0 +1,48 @@
+"""The log sink never fails its caller (operations.md §2 lines are best effort; a 2xx is not)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from hookgate.obs.logging import _Sink
+
+
+def sink_on_pipe() -> tuple[_Sink, int]:
+    read, write = os.pipe()
+    sink = _Sink()
+    os.close(sink.fd)
+    sink.fd = write
+    return sink, read
+
+
+def test_lines_are_held_until_flushed_then_written_in_order() -> None:
+    sink, read = sink_on_pipe()
+    sink.autoflush = False
+    sink.write(b'{"n":1}\n', False)
+    sink.write(b'{"n":2}\n', False)
+    os.set_blocking(read, False)
+    with pytest.raises(BlockingIOError):  # nothing written before the flush
+        os.read(read, 100)
+    sink.flush()
+    assert [json.loads(line)["n"] for line in os.read(read, 100).splitlines()] == [1, 2]
+    sink.write(b'{"n":3}\n', True)  # urgent: at once
+    assert os.read(read, 100) == b'{"n":3}\n'
+    os.close(read)
+
+
+def test_a_broken_pipe_drops_lines_instead_of_raising() -> None:
+    sink, read = sink_on_pipe()
+    sink.autoflush = False
+    os.close(read)  # the log reader is gone: every write(2) is EPIPE
+    for i in range(5000):  # past the 64 KiB that force a write
+        sink.write(b'{"event":"http.request","n":%d}\n' % i, False)
+    sink.write(b'{"event":"hook.auth_failed"}\n', True)  # a warning: written at once
+    sink.flush()
+    assert sink.dropped == 5001
+    os.close(sink.fd)
+    sink.fd = os.open(os.devnull, os.O_WRONLY)  # a reader again: lines flow
+    sink.write(b"{}\n", True)
+    assert sink.dropped == 5001
