@@ -265,27 +265,28 @@ class Worker:
             await self.store.flow_write(lambda tx: tx.release_run(run_id, self.instance, now))
             raise
 
-    async def _deliver(self, delivery_id: str) -> None:
-        async def renew(until: int) -> bool:
-            return bool(await self.store.flow_write(
-                lambda tx: tx.renew_delivery_lease(delivery_id, self.instance, until)))
+    async def _leased(self, work: Awaitable[None], renew: Callable[[RuntimeTx, int], bool],
+                      release: Callable[[RuntimeTx], None]) -> None:
+        """``work`` under a lease that ``renew`` extends; an orderly shutdown (cancellation) gives the
+        job back through ``release``, so the next process takes it up at once, not after the lease."""
+
+        async def renew_lease(until: int) -> bool:
+            return bool(await self.store.flow_write(lambda tx: renew(tx, until)))
 
         try:
-            await self._with_lease(renew, run_delivery(self.delivery_context(), delivery_id))
+            await self._with_lease(renew_lease, work)
         except asyncio.CancelledError:
-            # Orderly shutdown: no attempt is consumed; parts already sent stay recorded.
-            await self.store.flow_write(lambda tx: tx.release_delivery(delivery_id, self.instance))
+            await self.store.flow_write(release)
             raise
+
+    async def _deliver(self, delivery_id: str) -> None:
+        # given back on shutdown: no attempt is consumed; parts already sent stay recorded
+        await self._leased(run_delivery(self.delivery_context(), delivery_id),
+                           lambda tx, until: tx.renew_delivery_lease(delivery_id, self.instance, until),
+                           lambda tx: tx.release_delivery(delivery_id, self.instance))
 
     async def _heartbeat(self, agent_id: str) -> None:
-        async def renew(until: int) -> bool:
-            return bool(await self.store.flow_write(
-                lambda tx: tx.renew_heartbeat_lease(agent_id, self.instance, until)))
-
-        try:
-            await self._with_lease(renew, run_heartbeat(self.context(), agent_id))
-        except asyncio.CancelledError:
-            # Orderly shutdown: the turn is given back; its wake requests stay pending and the next
-            # process (a new instance id) claims the schedule row at once instead of after the lease.
-            await self.store.flow_write(lambda tx: tx.release_heartbeat(agent_id, self.instance))
-            raise
+        # given back on shutdown: the turn's events and wake requests stay pending
+        await self._leased(run_heartbeat(self.context(), agent_id),
+                           lambda tx, until: tx.renew_heartbeat_lease(agent_id, self.instance, until),
+                           lambda tx: tx.release_heartbeat(agent_id, self.instance))
