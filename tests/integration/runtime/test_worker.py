@@ -75,6 +75,7 @@ def test_hook_run_summary_then_heartbeat_consumes_it(gateway_factory: GatewayFac
     with db(gw) as conn:
         beat = conn.execute("SELECT * FROM runs WHERE kind = 'heartbeat'").fetchone()
         assert beat["status"] == "ok" and beat["reply"].startswith("echo: System: [")
+        assert beat["created_at"] == beat["started_at"] <= beat["ended_at"]  # runs list shows its duration
         assert conn.execute("SELECT count(*) FROM heartbeat_requests WHERE consumed = 0").fetchone()[0] == 0
 
 

@@ -290,6 +290,7 @@ class SqliteFlowTx:
         self._conn.execute(Q["insert_run"], (run.run_id, run.kind, run.agent_id, run.session_key, session_id,
                                              run.name, _encode(run.inputs).decode(), run.created_at))
         self._conn.execute(FQ["finish_run"], (run.run_id, status, reply, error, now_ms))
+        self._conn.execute(FQ["set_run_started"], (run.run_id, run.created_at))  # a turn starts when created
 
     def enqueue_run(self, run: NewRun) -> None:
         session_id = self.session_id_of(run.session_key, run.agent_id, run.created_at)

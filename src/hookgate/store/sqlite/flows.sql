@@ -86,6 +86,9 @@ UPDATE runs SET lease_until = ?3 WHERE run_id = ?1 AND leased_by = ?2 AND status
 UPDATE runs SET status = 'queued', leased_by = NULL, lease_until = NULL, started_at = NULL, updated_at = ?3
 WHERE run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
+-- name: set_run_started
+UPDATE runs SET started_at = ?2 WHERE run_id = ?1
+
 -- name: finish_run
 -- A run ends `lost` when the claim that found attempt 2's lease expired counted a third attempt,
 -- which never starts: the record keeps attempt 2, the last one that ran (model.md §5.1: 1 or 2).
