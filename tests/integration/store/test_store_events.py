@@ -289,3 +289,22 @@ async def test_a_change_by_another_connection_between_groups_is_seen(store: Sqli
     finally:
         other.close()
     assert await queue(store, "x") == ("queued", 0)
+
+
+async def test_a_queue_write_undone_by_a_savepoint_leaves_no_stale_view(store: SqliteStore) -> None:
+    """An operation that queued an event and then raised is undone alone (its savepoint); a wake in the
+    same group must not see that event as pending (it would be answered "coalesced" and stored nowhere)."""
+
+    def queues_then_fails(conn: sqlite3.Connection) -> None:
+        store.queue_event_sync(conn, MAIN, "main", "same", NOW, None)
+        raise RuntimeError("after writing")
+
+    def wake(conn: sqlite3.Connection) -> object:
+        return store.queue_event_sync(conn, MAIN, "main", "same", NOW + 1, None)
+
+    assert await queue(store, "before") == ("queued", 0)  # the session exists: the wake writes only its event
+    failed, woke = await asyncio.gather(store._write(queues_then_fails), store._write(wake), return_exceptions=True)
+    assert isinstance(failed, RuntimeError)
+    assert woke.outcome == "queued"  # type: ignore[union-attr]
+    events = await store.list_events(agent_id="main")
+    assert [(e.text, e.status) for e in events] == [("same", "pending"), ("before", "pending")]

@@ -320,10 +320,10 @@ class SqliteStore:
 
         A group of wakes on one session reads the queue once instead of once per wake (the read was
         over half of a wake's SQL). The views are valid while nothing else has written: same
-        transaction (``Writer.txn``) and no row changed since the last queue operation finished
-        (``total_changes``, which counts every row any statement of this connection changed, rolled
-        back or not). Anything else — another operation's write, a failed operation, a new
-        transaction — drops them all.
+        ``Writer.txn`` (bumped by a new transaction and by an operation undone to its savepoint) and no
+        row changed since the last queue operation finished (``total_changes``, which counts every
+        row any statement of this connection changed, rolled back or not). Anything else — another
+        operation's write, a failed operation, a new transaction — drops them all.
         """
         writer = self.writer
         if self._queues_mark != (writer.txn, conn.total_changes):

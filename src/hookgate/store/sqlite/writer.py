@@ -133,7 +133,9 @@ class Writer:
         self._drained: asyncio.Event | None = None
         self.healthy = True  # False after a failed commit, until a commit that wrote succeeds
         self.commits = 0  # groups committed (tests and benchmarks read it)
-        self.txn = 0  # transactions begun (``_begin``): what an operation learns in one holds for it alone
+        # Bumped by every BEGIN and every savepoint rolled back: what an operation learned of the
+        # database holds only while it is unchanged (``total_changes`` does not go down on a rollback).
+        self.txn = 0
 
     def start(self) -> None:
         """Bind to the running event loop (operations run on it)."""
@@ -322,6 +324,7 @@ class Writer:
                 conn.execute("RELEASE op")
             except sqlite3.Error:
                 return True
+            self.txn += 1  # the operation's writes are gone: views read since are stale
             self._error(int(isinstance(exc, sqlite3.OperationalError)))
             done.append((fut, False, _failure(exc)))
             return False
