@@ -217,6 +217,9 @@ def settings_from_tree(
     errors.extend(ctx.errors)
     if errors or tree is INVALID:
         raise ConfigError(_dedupe(errors))
+    for provider in tree["secrets"]["providers"].values():  # a default that is another key's value
+        if provider.get("source") == "exec" and "noOutputTimeoutMs" not in provider:
+            provider["noOutputTimeoutMs"] = provider["timeoutMs"]
     secrets = resolve_secret_inputs(ctx.secrets, _anchor_provider_paths(tree["secrets"], config_dir), environ)
     warnings: list[str] = []
     gateway = _gateway(tree["gateway"], secrets, errors)

@@ -145,3 +145,14 @@ def test_repr_never_shows_secret_values(kit: Kit) -> None:
     text = repr(s)
     for secret in ("hook-token-xyz", "route-secret-xyz", "gw-token-xyz", ":pw@"):
         assert secret not in text
+
+
+def test_exec_provider_idle_timeout_default_is_in_the_effective_config(kit: Kit) -> None:
+    def cfg(**provider: Any) -> dict[str, Any]:
+        return {"secrets": {"providers": {"vault": {"source": "exec", "command": "/bin/true", "timeoutMs": 700,
+                                                    **provider}}}}
+
+    bare = kit.load(cfg())
+    assert redacted_effective(bare)["secrets"]["providers"]["vault"]["noOutputTimeoutMs"] == 700  # = timeoutMs
+    assert kit.load(cfg(noOutputTimeoutMs=700)).config_hash == bare.config_hash
+    assert kit.load(cfg(noOutputTimeoutMs=300)).config_hash != bare.config_hash
