@@ -339,6 +339,14 @@ def test_allowed_agent_ids(kit: Kit, raw: list[str] | None, expected: frozenset[
     assert kit.load(cfg).hooks.allowed_agent_ids == expected
 
 
+def test_hooks_defaults_of_the_spec(kit: Kit) -> None:
+    """hooks.md §1.1 / §9 example 12: 256 KiB bodies, a 30 s body timeout, the 20/60 s/60 s throttle."""
+    h = kit.load(hooks()).hooks
+    assert (h.max_body_bytes, h.body_timeout_seconds) == (262_144, 30)
+    t = h.auth_throttle
+    assert (t.max_failures, t.window_seconds, t.lockout_seconds) == (20, 60, 60)
+
+
 def test_hooks_values(kit: Kit) -> None:
     s = kit.load(
         hooks(
