@@ -19,7 +19,7 @@ from typing import Any
 from hookgate import __version__
 from hookgate.config.loader import load_settings, locate_config
 from hookgate.config.render import redacted_effective, summary_line
-from hookgate.config.settings import Settings
+from hookgate.config.settings import POSTGRES_UNAVAILABLE, Settings
 from hookgate.errors import ConfigError, HookgateError
 from hookgate.obs import logging as obs_logging
 
@@ -173,8 +173,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """operations.md §1.2: a worker without HTTP needs a store several processes share (PostgreSQL)."""
-    from hookgate.config.loader import POSTGRES_UNAVAILABLE
-
     settings = _load(args)
     if settings.storage.backend != "postgres":
         print('error: hookgate worker requires storage.backend "postgres"', file=sys.stderr)

@@ -24,6 +24,7 @@ from hookgate.config.routes import RoutesContext, build_webhooks
 from hookgate.config.schema import CHANNEL_SCHEMAS, CONFIG
 from hookgate.config.secrets import resolve_secret_inputs
 from hookgate.config.settings import (
+    POSTGRES_UNAVAILABLE,
     ChannelSettings,
     GatewaySettings,
     IPNetwork,
@@ -38,7 +39,6 @@ from hookgate.errors import ConfigError
 CONFIG_ENV = "HOOKGATE_CONFIG"
 DEFAULT_CONFIG_NAME = "hookgate.json5"
 NO_CONFIG_WARNING = "no config file found; using the empty config"
-POSTGRES_UNAVAILABLE = 'storage.backend "postgres" is not available in this build (SQLite only)'
 _ENV_REF = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

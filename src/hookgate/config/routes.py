@@ -70,8 +70,8 @@ def limits_tree(limits: LimitSettings) -> dict[str, Any]:
 
 def _fill_defaults(cfg: dict[str, Any], plugin_limits: LimitSettings) -> None:
     """The defaults that depend on the route (path, controllerId) or on merging (limits), written into
-    the validated tree: ``config show`` prints them and ``configHash`` no longer tells a route that
-    spells out its defaults from one that leaves them out."""
+    the validated tree before the routes are built from it: ``config show`` prints them and
+    ``configHash`` no longer tells a route that spells out its defaults from one that leaves them out."""
     cfg["limits"] = limits_tree(plugin_limits)
     for raw_id, route in cfg["routes"].items():
         route_id = raw_id.strip()
@@ -149,9 +149,9 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
         return WebhooksSettings()
     cfg = entry["config"]
     plugin_limits = merge_limits(cfg.get("limits"))
+    _fill_defaults(cfg, plugin_limits)
     ttl = float(cfg["idempotencyTtlHours"])
     if entry["enabled"] is not True:
-        _fill_defaults(cfg, plugin_limits)
         return WebhooksSettings(enabled=False, limits=plugin_limits, idempotency_ttl_hours=ttl)
     routes: list[RouteSettings] = []
     claimed: dict[str, str] = {}
@@ -164,7 +164,7 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
         if route["enabled"] is not True:
             continue
         agent_id = _check_route(r, route, ctx)
-        path = normalize_route_path(route.get("path", f"/plugins/webhooks/{route_id}"))
+        path = normalize_route_path(route["path"])
         folded = path.casefold()
         if folded in claimed:
             ctx.errors.append(f"{r}.path conflicts with routes.{claimed[folded]}.path ({path}).")
@@ -191,19 +191,16 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
         else:
             ctx.warnings.extend(f"{key_path}: {error}" for key_path, error in failures)
         session_key = route.get("sessionKey")
-        controller = route.get("controllerId")
         routes.append(
             RouteSettings(
                 id=route_id,
                 path=path,
                 session_key=session_key.strip().lower() if isinstance(session_key, str) else "",
-                controller_id=controller.strip()
-                if isinstance(controller, str) and controller.strip()
-                else f"webhooks/{route_id}",
+                controller_id=route["controllerId"].strip(),
                 auth=_auth(route, tuple(resolved))
                 if ("secret" in route) != ("auth" in route)
                 else RouteAuthSettings(),
-                limits=merge_limits(cfg.get("limits"), route.get("limits")),
+                limits=merge_limits(route["limits"]),
                 enabled=True,
                 description=route.get("description"),
                 execute=route["execute"] is True,
@@ -211,7 +208,6 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
                 skipped_reason=skipped,
             )
         )
-    _fill_defaults(cfg, plugin_limits)
     return WebhooksSettings(
         enabled=True, routes=tuple(routes), limits=plugin_limits, idempotency_ttl_hours=ttl
     )

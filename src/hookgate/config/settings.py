@@ -49,6 +49,10 @@ class RetentionSettings:
     sweep_seconds: float = 60
 
 
+# The config accepts storage.backend "postgres" (operations.md §4.3); this build has only SQLite.
+POSTGRES_UNAVAILABLE = 'storage.backend "postgres" is not available in this build (SQLite only)'
+
+
 @dataclass(frozen=True, slots=True)
 class StorageSettings:
     backend: Literal["sqlite", "postgres"] = "sqlite"

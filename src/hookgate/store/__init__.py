@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hookgate.clock import Clock
-from hookgate.config.settings import StorageSettings
+from hookgate.config.settings import POSTGRES_UNAVAILABLE, StorageSettings
 from hookgate.obs.metrics import Metrics
 from hookgate.store.base import (
     EnqueueResult,
@@ -51,7 +51,5 @@ def open_store(
             clock=clock,
         )
     if settings.backend == "postgres":
-        from hookgate.config.loader import POSTGRES_UNAVAILABLE
-
         raise StoreOpenError(POSTGRES_UNAVAILABLE)
     raise ValueError(f"unknown storage backend {settings.backend!r}")
