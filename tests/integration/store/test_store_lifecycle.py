@@ -310,3 +310,69 @@ async def test_deliveries_and_attempts_survive_the_delivery_check_migration(
     sql = await store._read(lambda c: c.execute("SELECT sql FROM sqlite_master WHERE name = 'deliveries'").fetchone()[0])
     assert " IN (" not in sql
     assert await store._read(lambda c: c.execute("PRAGMA foreign_key_check").fetchall()) == []
+
+
+async def test_sessions_and_their_references_survive_the_sessions_rowid_migration(
+    tmp_path: Path, make_store: StoreFactory
+) -> None:
+    """A database at schema 8 keeps every session, event, run and transcript line through migration 9
+    (sessions become a rowid table): dropping the old sessions table cascades to nothing, and the
+    references are enforced again afterwards."""
+    path = tmp_path / "hookgate.db"
+    conn = database_at(path, 8, "agent:main:main")
+    conn.execute("INSERT INTO sessions (key, agent_id, session_id, spawned_by, last_channel, last_to, created_at,"
+                 " updated_at) VALUES ('agent:main:hook:x', 'main', 'sid2', 'agent:main:main', 'console', 'ops', 2, 3)")
+    for i in range(3):
+        conn.execute("INSERT INTO system_events (session_key, text, created_at, status, updated_at) "
+                     "VALUES ('agent:main:main', ?, ?, 'pending', ?)", (f"e{i}", NOW + i, NOW + i))
+        conn.execute(
+            "INSERT INTO runs (run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt,"
+            " created_at, updated_at) VALUES (?, 'hook', 'main', 'agent:main:hook:x', 'sid2', 'Hook', '{}', 'ok', 1,"
+            " ?, ?)", (f"run-{i}", NOW + i, NOW + i))
+        conn.execute("INSERT INTO transcript_messages (session_key, session_id, role, text, run_id, created_at) "
+                     "VALUES ('agent:main:hook:x', 'sid2', 'user', ?, ?, ?)", (f"m{i}", f"run-{i}", NOW + i))
+    tables = ("sessions", "system_events", "runs", "transcript_messages")
+    before = {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables if t != "sessions"}
+    before["sessions"] = conn.execute("SELECT * FROM sessions ORDER BY key").fetchall()
+    conn.close()
+
+    store = await make_store(path=path)
+    for table in tables:
+        order = "key" if table == "sessions" else "rowid"
+        rows = await store._read(lambda c, t=table, o=order: c.execute(f"SELECT * FROM {t} ORDER BY {o}").fetchall())
+        assert rows == before[table], table
+    assert (await store.get_session("agent:main:hook:x")).spawned_by == "agent:main:main"  # type: ignore[union-attr]
+    table_sql = await store._read(lambda c: c.execute("SELECT sql FROM sqlite_master WHERE name = 'sessions'").fetchone()[0])
+    assert "WITHOUT ROWID" not in table_sql
+    assert await store._read(lambda c: c.execute("PRAGMA foreign_key_check").fetchall()) == []
+
+    def orphan_event(c: sqlite3.Connection) -> None:
+        c.execute("INSERT INTO system_events (session_key, text, created_at, status, updated_at) "
+                  "VALUES ('agent:main:nobody', 'x', 1, 'pending', 1)")
+
+    def duplicate_session(c: sqlite3.Connection) -> None:
+        c.execute("INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) "
+                  "VALUES ('agent:main:main', 'main', 's', 1, 1)")
+
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY constraint failed"):
+        await store._write(orphan_event)
+    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE constraint failed"):
+        await store._write(duplicate_session)
+    await store.queue_system_event(session_key="agent:main:hook:new", agent_id="main", text="new", now_ms=NOW,
+                                   wake_reason=None)
+    assert await store.get_session("agent:main:hook:new") is not None
+
+
+def test_a_foreign_keys_off_migration_that_breaks_a_reference_is_rolled_back(tmp_path: Path) -> None:
+    from hookgate.store.sqlite.schema import FOREIGN_KEYS_OFF, MIGRATIONS, Migration, migrate
+
+    conn = database_at(tmp_path / "hookgate.db", len(MIGRATIONS), "agent:main:main")
+    conn.execute("INSERT INTO system_events (session_key, text, created_at, status, updated_at) "
+                 "VALUES ('agent:main:main', 'e', 1, 'pending', 1)")
+    broken = Migration(len(MIGRATIONS) + 1, "broken", f"{FOREIGN_KEYS_OFF}\nDELETE FROM sessions;\n")
+    with pytest.raises(sqlite3.IntegrityError, match="dangling references"):
+        migrate(conn, NOW, (*MIGRATIONS, broken))
+    assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1  # rolled back
+    assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # back on
+    conn.close()

@@ -44,11 +44,19 @@ Q: Mapping[str, str] = _load_queries()
 """Every named statement, loaded once at import."""
 
 
+FOREIGN_KEYS_OFF = "-- hookgate: foreign keys off"
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
     name: str
     sql: str
+
+    @property
+    def foreign_keys_off(self) -> bool:
+        """A migration that rebuilds a table other tables reference says so on its first line."""
+        return self.sql.startswith(FOREIGN_KEYS_OFF)
 
 
 def load_migrations() -> tuple[Migration, ...]:
@@ -82,6 +90,10 @@ def migrate(conn: sqlite3.Connection, now_ms: int, migrations: tuple[Migration, 
     for migration in migrations:
         if migration.version <= current:
             continue
+        # The pragma is a no-op inside a transaction: it is switched before BEGIN and back after the end.
+        restore_fk = migration.foreign_keys_off and bool(conn.execute("PRAGMA foreign_keys").fetchone()[0])
+        if restore_fk:
+            conn.execute("PRAGMA foreign_keys=OFF")
         conn.execute("BEGIN IMMEDIATE")
         try:
             # Re-check under the write lock: a concurrent CLI process may have migrated meanwhile.
@@ -90,12 +102,22 @@ def migrate(conn: sqlite3.Connection, now_ms: int, migrations: tuple[Migration, 
                 continue
             for statement in _statements(migration.sql):
                 conn.execute(statement)
+            if migration.foreign_keys_off:
+                dangling = conn.execute("PRAGMA foreign_key_check").fetchall()
+                if dangling:
+                    raise sqlite3.IntegrityError(
+                        f"migration {migration.version:04d} leaves {len(dangling)} dangling references, "
+                        f"e.g. {dangling[0][0]} row {dangling[0][1]} → {dangling[0][2]}"
+                    )
             conn.execute(Q["record_migration"], (migration.version, migration.name, now_ms))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            if restore_fk:
+                conn.execute("PRAGMA foreign_keys=ON")
     return _version(conn)
 
 
