@@ -94,8 +94,8 @@ def migrate(conn: sqlite3.Connection, now_ms: int, migrations: tuple[Migration, 
         restore_fk = migration.foreign_keys_off and bool(conn.execute("PRAGMA foreign_keys").fetchone()[0])
         if restore_fk:
             conn.execute("PRAGMA foreign_keys=OFF")
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
             # Re-check under the write lock: a concurrent CLI process may have migrated meanwhile.
             if _version(conn) >= migration.version:
                 conn.execute("ROLLBACK")
