@@ -376,3 +376,22 @@ def test_a_foreign_keys_off_migration_that_breaks_a_reference_is_rolled_back(tmp
     assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # back on
     conn.close()
+
+
+def test_a_foreign_keys_off_migration_that_cannot_begin_leaves_foreign_keys_on(tmp_path: Path) -> None:
+    from hookgate.store.sqlite.schema import FOREIGN_KEYS_OFF, MIGRATIONS, Migration, migrate
+
+    path = tmp_path / "hookgate.db"
+    conn = database_at(path, len(MIGRATIONS), "agent:main:main")
+    conn.execute("PRAGMA busy_timeout=50")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    later = Migration(len(MIGRATIONS) + 1, "later", f"{FOREIGN_KEYS_OFF}\nCREATE TABLE t (x);\n")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        migrate(conn, NOW, (*MIGRATIONS, later))
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    other.execute("ROLLBACK")
+    assert migrate(conn, NOW, (*MIGRATIONS, later)) == len(MIGRATIONS) + 1
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    other.close()
+    conn.close()
