@@ -171,18 +171,26 @@ class CommandRuntime:
     async def complete(self, request: RuntimeRequest) -> str:
         if not self.argv:
             raise AgentRuntimeError("command runtime: no command configured")
+        # The process runs from the fork on, before its pipes are connected. A cancellation in that
+        # window (the run timeout, shutdown) would make asyncio SIGKILL the leader alone: the spawn
+        # is shielded, so a cancelled call still stops the whole group the cooperative way.
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=self.environment(request),
+            cwd=self.cwd,
+            start_new_session=True,
+        ))
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *self.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                env=self.environment(request),
-                cwd=self.cwd,
-                start_new_session=True,
-            )
+            proc = await asyncio.shield(spawn)
         except OSError as exc:
             raise AgentRuntimeError(f"command could not start: {exc.strerror or exc}") from None
+        except asyncio.CancelledError:
+            with contextlib.suppress(OSError):
+                await stop_process(await spawn, grace=self.kill_grace)
+            raise
         try:
             stdout = await self._communicate(proc, self.stdin_bytes(request))
         except _OutputTooLarge:
