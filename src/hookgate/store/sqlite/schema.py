@@ -2,7 +2,9 @@
 
 Adding a migration = adding ``migrations/<NNNN>_<what>.sql``; the number is the schema version. Each
 file runs in one transaction and is recorded in ``schema_migrations``. A database whose version is
-newer than the newest file refuses to open.
+newer than the newest file refuses to open. A file whose first line is ``-- hookgate: foreign keys
+off`` (one that rebuilds a table other tables reference) runs with foreign keys off and commits only
+if ``PRAGMA foreign_key_check`` finds no dangling reference.
 """
 
 from __future__ import annotations
