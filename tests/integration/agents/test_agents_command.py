@@ -219,9 +219,9 @@ async def _wait_for(path: Path, timeout: float = 5) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_cancellation_terminates_a_cooperative_process(tmp_path: Path) -> None:
-    marks = tmp_path / "marks"
-    argv = python_script(
+def cooperative_script(tmp_path: Path, marks: Path) -> list[str]:
+    """A command that writes ``pid <n>`` to ``marks``, then loops; on SIGTERM it writes ``term`` and exits 0."""
+    return python_script(
         tmp_path,
         f"""
 def on_term(signum, frame):
@@ -233,6 +233,11 @@ while True:
     time.sleep(0.05)
 """,
     )
+
+
+async def test_cancellation_terminates_a_cooperative_process(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    argv = cooperative_script(tmp_path, marks)
     task = asyncio.create_task(runtime(argv).complete(request()))
     await _wait_for(marks)
     start = time.monotonic()
@@ -253,18 +258,7 @@ async def test_cancellation_while_the_process_is_still_being_started_stops_it_co
     it hit 32 of 80 cancellations, and asyncio then SIGKILLed the leader alone. The window is held
     open here by a spawn that returns only once the test has cancelled."""
     marks = tmp_path / "marks"
-    argv = python_script(
-        tmp_path,
-        f"""
-def on_term(signum, frame):
-    open({str(marks)!r}, 'a').write('term\\n')
-    sys.exit(0)
-signal.signal(signal.SIGTERM, on_term)
-open({str(marks)!r}, 'a').write(f'pid {{os.getpid()}}\\n')
-while True:
-    time.sleep(0.05)
-""",
-    )
+    argv = cooperative_script(tmp_path, marks)
     real_spawn = asyncio.create_subprocess_exec
     cancelled = asyncio.Event()
 

@@ -383,7 +383,7 @@ class SqliteFlowTx:
         return int(self._conn.execute(FQ["queued_run_count"]).fetchone()[0])
 
     def due_heartbeats(self, now_ms: int) -> int:
-        return int(self._conn.execute(FQ["due_heartbeat_count"], (now_ms,)).fetchone()[0])
+        return len(self._conn.execute(FQ["due_heartbeats"], (now_ms,)).fetchall())  # one row per agent at most
 
     # idempotency ---------------------------------------------------------------------------------
     def get_webhook_response(self, route_id: str, key: str, now_ms: int) -> StoredResponse | None:

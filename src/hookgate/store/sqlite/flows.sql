@@ -129,10 +129,6 @@ SELECT agent_id FROM heartbeat_schedule
 WHERE due_at IS NOT NULL AND due_at <= ?1 AND (leased_by IS NULL OR lease_until < ?1)
 ORDER BY due_at
 
--- name: due_heartbeat_count
-SELECT count(*) FROM heartbeat_schedule
-WHERE due_at IS NOT NULL AND due_at <= ?1 AND (leased_by IS NULL OR lease_until < ?1)
-
 -- name: claim_heartbeat
 UPDATE heartbeat_schedule SET leased_by = ?2, lease_until = ?3, updated_at = ?4 WHERE agent_id = ?1
 
