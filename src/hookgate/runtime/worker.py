@@ -59,12 +59,14 @@ class Worker:
         self._stopping = False
         self._aborted: set[str] = set()
         self._loop_task: asyncio.Task[Any] | None = None
+        self._ev_loop: asyncio.AbstractEventLoop | None = None  # set by ``start``; ``poke`` runs on it
         self._every: dict[str, float] = {}  # heartbeat.every per agent, as last scheduled
         self._scheduled_for: Settings | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._ev_loop = asyncio.get_running_loop()
         await self._schedule_heartbeats(self.settings())
         self._loop_task = asyncio.create_task(self._loop())
 
@@ -97,8 +99,9 @@ class Worker:
         # One timer, the earliest asked for: a poke whose time is at or after the pending timer's is
         # covered by it (the worker then finds everything due by that time; what becomes due later is
         # found by a later poke or poll). A burst of wakes, each asking for a look 300 ms later, arms
-        # one timer per look instead of one per request.
-        loop = asyncio.get_running_loop()
+        # one timer per look instead of one per request. (The loop is kept from ``start``: on Python
+        # 3.11 every ``asyncio.get_running_loop()`` is a ``getpid(2)`` system call, one per wake.)
+        loop = self._ev_loop or asyncio.get_running_loop()
         at = loop.time() + delay
         handle = self._poke_timer
         if handle is not None:
