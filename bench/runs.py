@@ -55,7 +55,11 @@ def runs_suite(work: Path, durability: str = "full") -> list[str]:
         assert all(r[2] == "ok" for r in rows)
         lines.append(f"runs: accept → ok over {len(rows)} echo runs: p50 {statistics.median(total):.1f} ms, "
                      f"p99 {pct(total, 0.99):.1f} ms (of which claim → end p50 {statistics.median(runtime):.1f} ms)")
-        # 2. burst: 1 000 accepted agent hooks, then drain with maxConcurrentRuns 4
+        # 2. burst: 1 000 accepted agent hooks, then drain with maxConcurrentRuns 4. The worker runs
+        # them while the burst is still being accepted, so the drain is timed from the first POST to
+        # the last run's end, by the server's own clock (created_at / ended_at, in ms).
+        with sqlite3.connect(db) as conn:
+            before = conn.execute("SELECT coalesce(max(rowid), 0) FROM runs").fetchone()[0]
         t0 = time.monotonic()
 
         def post(i: int) -> int:
@@ -64,12 +68,16 @@ def runs_suite(work: Path, durability: str = "full") -> list[str]:
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             statuses = list(pool.map(post, range(1000)))
         accepted = time.monotonic() - t0
-        drained = wait_terminal(db, 2000)
+        tail = wait_terminal(db, 2000)
         with sqlite3.connect(db) as conn:
-            bad = conn.execute("SELECT count(*) FROM runs WHERE kind = 'hook' AND status != 'ok'").fetchone()[0]
+            first, last, bad = conn.execute(
+                "SELECT min(created_at), max(ended_at), sum(status != 'ok') FROM runs WHERE kind = 'hook' AND rowid > ?",
+                (before,)).fetchone()
+        drained = (last - first) / 1000
         lines.append(f"runs: burst of 1000 agent hooks accepted in {accepted:.2f} s "
-                     f"({statuses.count(200)} × 200), all terminal {drained:.2f} s after the first POST "
-                     f"→ {1000 / drained:.0f} runs/s with 4 concurrent; runs not ok: {bad}")
+                     f"({statuses.count(200)} × 200); the last run ended {drained:.2f} s after the first was "
+                     f"accepted ({tail:.2f} s after the last POST answered) → {1000 / drained:.0f} runs/s with "
+                     f"4 concurrent; runs not ok: {bad}")
     return lines
 
 
