@@ -101,7 +101,8 @@ class Worker:
         # found by a later poke or poll). A burst of wakes, each asking for a look 300 ms later, arms
         # one timer per look instead of one per request. (The loop is kept from ``start``: on Python
         # 3.11 every ``asyncio.get_running_loop()`` is a ``getpid(2)`` system call, one per wake.)
-        loop = self._ev_loop or asyncio.get_running_loop()
+        loop = self._ev_loop
+        assert loop is not None  # ``start`` runs before ``poke`` is wired to anything
         at = loop.time() + delay
         handle = self._poke_timer
         if handle is not None:
@@ -250,28 +251,27 @@ class Worker:
                     await task
 
     async def _run(self, run_id: str) -> None:
-        async def renew(until: int) -> bool:
-            return bool(await self.store.flow_write(
-                lambda tx: tx.renew_run_lease(run_id, self.instance, until)))
+        def give_back(tx: RuntimeTx) -> None:
+            now = self.clock.now_ms()
+            if run_id in self._aborted:  # ``abort``: the task this run executes was cancelled
+                tx.finish_run(run_id, "cancelled", None, CANCELLED_BY_OPERATOR, now)
+            else:  # orderly shutdown: the attempt is given back (it runs again after the restart)
+                tx.release_run(run_id, self.instance, now)
 
         try:
-            await self._with_lease(renew, execute_run(self.context(), run_id))
+            await self._leased(execute_run(self.context(), run_id),
+                               lambda tx, until: tx.renew_run_lease(run_id, self.instance, until), give_back)
         except asyncio.CancelledError:
-            now = self.clock.now_ms()
-            if run_id in self._aborted:
-                self._aborted.discard(run_id)
-                await self.store.flow_write(
-                    lambda tx: tx.finish_run(run_id, "cancelled", None, CANCELLED_BY_OPERATOR, now))
-                self.metrics.runs.labels("task", "cancelled").inc()
-                return
-            # Orderly shutdown: the attempt is given back (it runs again after the restart).
-            await self.store.flow_write(lambda tx: tx.release_run(run_id, self.instance, now))
-            raise
+            if run_id not in self._aborted:
+                raise
+            self._aborted.discard(run_id)
+            self.metrics.runs.labels("task", "cancelled").inc()
 
     async def _leased(self, work: Awaitable[None], renew: Callable[[RuntimeTx, int], bool],
                       release: Callable[[RuntimeTx], None]) -> None:
-        """``work`` under a lease that ``renew`` extends; an orderly shutdown (cancellation) gives the
-        job back through ``release``, so the next process takes it up at once, not after the lease."""
+        """``work`` under a lease that ``renew`` extends. A cancellation (an orderly shutdown, or an
+        operator's abort of a run) settles the job through ``release`` before it propagates: given back,
+        the next process takes it up at once, not after the lease."""
 
         async def renew_lease(until: int) -> bool:
             return bool(await self.store.flow_write(lambda tx: renew(tx, until)))
