@@ -11,13 +11,15 @@ whether that runtime is usable at all (secrets resolved, command present) before
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hookgate.config.settings import AgentSettings
 from hookgate.errors import HookgateError
+
+if TYPE_CHECKING:
+    import httpx  # loaded with the HTTP runtimes only, not at start-up
 
 # Every runtime default and limit, in one table (model.md §8).
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -113,27 +115,34 @@ class UnknownRuntime:
         return None
 
 
-def build_runtime(agent: AgentSettings, *, http: httpx.AsyncClient | None = None) -> AgentRuntime:
+def build_runtime(
+    agent: AgentSettings, *, http: httpx.AsyncClient | Callable[[], httpx.AsyncClient] | None = None
+) -> AgentRuntime:
     """The runtime for ``agent.runtime``. Never raises: problems surface in ``preflight`` or per call.
 
-    ``http`` is a shared client (not closed by the runtime); without one, the HTTP runtimes create
-    their own and close it in ``aclose``.
+    ``http`` is a shared client (not closed by the runtime), or a function that returns it — called
+    only for a runtime that speaks HTTP, so a gateway whose agents are all echo or command runtimes
+    never creates one. Without it, the HTTP runtimes create their own and close it in ``aclose``.
     """
-    from hookgate.agents.anthropic import AnthropicRuntime
-    from hookgate.agents.command import CommandRuntime
-    from hookgate.agents.echo import EchoRuntime
-    from hookgate.agents.openai import OpenAIRuntime
-
     config = agent.runtime
     kind = str(config.get("kind") or "echo")
     api_key = _secret(agent, "apiKey")
+    # Each runtime's module is loaded when an agent uses it: the HTTP ones bring httpx.
     if kind == "echo":
+        from hookgate.agents.echo import EchoRuntime
+
         return EchoRuntime(config)
     if kind == "openai":
-        return OpenAIRuntime(config, api_key=api_key, http=http)
+        from hookgate.agents.openai import OpenAIRuntime
+
+        return OpenAIRuntime(config, api_key=api_key, http=http() if callable(http) else http)
     if kind == "anthropic":
-        return AnthropicRuntime(config, api_key=api_key, http=http)
+        from hookgate.agents.anthropic import AnthropicRuntime
+
+        return AnthropicRuntime(config, api_key=api_key, http=http() if callable(http) else http)
     if kind == "command":
+        from hookgate.agents.command import CommandRuntime
+
         return CommandRuntime(config)
     return UnknownRuntime(kind)
 

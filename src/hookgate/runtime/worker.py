@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from hookgate.agents.base import AgentRuntime, build_runtime
 from hookgate.channels.base import ChannelAdapter
@@ -31,6 +29,9 @@ from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.runs import RunContext, execute_run
 from hookgate.store.base import Store
 
+if TYPE_CHECKING:
+    import httpx
+
 POLL_SECONDS = 1.0
 BACKLOG_REFRESH_SECONDS = 1.0
 DELIVERY_CONCURRENCY = 16  # deliveries in flight per worker (each to a different target)
@@ -46,7 +47,7 @@ class Worker:
         self.metrics = metrics
         self.instance = INSTANCE_ID
         self.log = get_logger()
-        self.http = httpx.AsyncClient(timeout=None)
+        self._http: httpx.AsyncClient | None = None  # created by the first HTTP runtime or channel
         self._runtimes: dict[str, tuple[AgentSettings, AgentRuntime]] = {}
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._heartbeats: dict[str, asyncio.Task[Any]] = {}
@@ -141,7 +142,8 @@ class Worker:
             await runtime.aclose()
         for _, adapter in self._adapters.values():
             await adapter.aclose()
-        await self.http.aclose()
+        if self._http is not None:
+            await self._http.aclose()
 
     # --- the loop --------------------------------------------------------------------------------
 
@@ -212,17 +214,26 @@ class Worker:
             jobs.pop(key, None)
             self._wake.set()
 
+    def http_client(self) -> httpx.AsyncClient:
+        """The client the HTTP runtimes and channels share, created on first use (httpx and its TLS
+        context take ~100 ms to load and set up: a gateway that needs neither starts without them)."""
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.AsyncClient(timeout=None)
+        return self._http
+
     def runtime_for(self, agent: AgentSettings) -> AgentRuntime:
         cached = self._runtimes.get(agent.id)
         if cached is None or cached[0] is not agent:
-            cached = (agent, build_runtime(agent, http=self.http))
+            cached = (agent, build_runtime(agent, http=self.http_client))
             self._runtimes[agent.id] = cached
         return cached[1]
 
     def adapter_for(self, channel: ChannelSettings) -> ChannelAdapter:
         cached = self._adapters.get(channel.id)
         if cached is None or cached[0] is not channel:  # built again after a reload changed the channel
-            cached = (channel, build_adapter(channel, self.http))
+            cached = (channel, build_adapter(channel, self.http_client))
             self._adapters[channel.id] = cached
         return cached[1]
 
