@@ -409,9 +409,9 @@ def webhooks_suite(args: argparse.Namespace, work: Path, results: list[Result], 
             gw = gateways[n]
             rounds[n].append(wrk(f"get_flow ({n} flows stored)", gw.base, lua_get_flow(work / f"get{n}.lua", seeded[n]),
                                  half, gw.proc.pid))
-    for n in sizes:
-        results.append(_mean(f"get_flow ({n} flows stored)", rounds[n]))
-    small_rps, big_rps = (results[-2].rps, results[-1].rps)
+    means = {n: _mean(f"get_flow ({n} flows stored)", rounds[n]) for n in sizes}
+    results.extend(means.values())
+    small_rps, big_rps = means[100].rps, means[100_000].rps
     notes.append(f"get_flow: {(big_rps / small_rps - 1) * 100:+.1f} % throughput with 100 000 flows stored vs 100 "
                  f"(rounds 100, 100 000, 100 000, 100)")
     # list_flows over 10 000 flows
