@@ -34,6 +34,7 @@ COMMAND_OUTPUT_MAX_BYTES = 1_048_576
 COMMAND_KILL_GRACE_SECONDS = 5.0
 COMMAND_PROTOCOL_VERSION = 1
 KINDS = ("echo", "openai", "anthropic", "command")
+HTTP_KINDS = ("openai", "anthropic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,15 @@ class UnknownRuntime:
         return None
 
 
+def runtime_kind(agent: AgentSettings) -> str:
+    return str(agent.runtime.get("kind") or "echo")
+
+
+def speaks_http(agent: AgentSettings) -> bool:
+    """Whether the agent's runtime calls a model API over HTTP (and so needs the shared client)."""
+    return runtime_kind(agent) in HTTP_KINDS
+
+
 def build_runtime(
     agent: AgentSettings, *, http: httpx.AsyncClient | Callable[[], httpx.AsyncClient] | None = None
 ) -> AgentRuntime:
@@ -125,7 +135,7 @@ def build_runtime(
     never creates one. Without it, the HTTP runtimes create their own and close it in ``aclose``.
     """
     config = agent.runtime
-    kind = str(config.get("kind") or "echo")
+    kind = runtime_kind(agent)
     api_key = _secret(agent, "apiKey")
     # Each runtime's module is loaded when an agent uses it: the HTTP ones bring httpx.
     if kind == "echo":

@@ -13,6 +13,13 @@ if TYPE_CHECKING:
     import httpx
 
 
+LOCAL_CHANNELS = frozenset({"console", "file", "irc"})  # every other channel is an HTTP adapter
+
+
+def speaks_http(cfg: ChannelSettings) -> bool:
+    return cfg.id not in LOCAL_CHANNELS
+
+
 def build_adapter(cfg: ChannelSettings, http: httpx.AsyncClient | Callable[[], httpx.AsyncClient]) -> ChannelAdapter:
     """The adapter for ``cfg.id``; the HTTP ones share ``http`` (owned and closed by the caller), or
     the client ``http()`` returns: called only for an HTTP adapter, so the local and IRC channels

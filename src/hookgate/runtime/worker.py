@@ -14,7 +14,9 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from hookgate.agents import base as agents
 from hookgate.agents.base import AgentRuntime, build_runtime
+from hookgate.channels import registry as channels
 from hookgate.channels.base import ChannelAdapter
 from hookgate.channels.registry import build_adapter
 from hookgate.clock import Clock
@@ -68,7 +70,14 @@ class Worker:
 
     async def start(self) -> None:
         self._ev_loop = asyncio.get_running_loop()
-        await self._schedule_heartbeats(self.settings())
+        settings = self.settings()
+        if any(agents.speaks_http(a) for a in settings.agents.agents) or any(
+            channels.speaks_http(c) for c in settings.channels if c.enabled
+        ):
+            # Before serving: loading httpx and building its TLS context takes ~0.1 – 0.2 s, which
+            # the first run or delivery would otherwise spend on the event loop, stalling requests.
+            self.http_client()
+        await self._schedule_heartbeats(settings)
         self._loop_task = asyncio.create_task(self._loop())
 
     async def _schedule_heartbeats(self, settings: Settings) -> None:
