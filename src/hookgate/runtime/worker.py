@@ -49,7 +49,7 @@ class Worker:
         self.metrics = metrics
         self.instance = INSTANCE_ID
         self.log = get_logger()
-        self._http: httpx.AsyncClient | None = None  # created by the first HTTP runtime or channel
+        self._http: httpx.AsyncClient | None = None  # see http_client and start
         self._runtimes: dict[str, tuple[AgentSettings, AgentRuntime]] = {}
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._heartbeats: dict[str, asyncio.Task[Any]] = {}
