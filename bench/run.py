@@ -323,6 +323,11 @@ def wait_runs_idle(db: Path, timeout: float = 120.0) -> None:
         time.sleep(0.5)
 
 
+def _halved(args: argparse.Namespace) -> argparse.Namespace:
+    """The options with half the duration: one round of a scenario measured in alternating rounds."""
+    return argparse.Namespace(**{**vars(args), "duration": max(1, args.duration // 2)})
+
+
 def _mean(name: str, rounds: list[Result]) -> Result:
     """One row from rounds of a scenario: mean requests/s, p50 and CPU, the worst p99."""
     n = len(rounds)
@@ -351,7 +356,7 @@ def hooks_suite(args: argparse.Namespace, work: Path, results: list[Result], not
             ("POST /hooks/tpl (template mapping → agent)", lua(work / "tpl.lua", "POST", "/hooks/tpl", auth, message)),
             ("POST /hooks/tx (sync transform → agent)", lua(work / "tx.lua", "POST", "/hooks/tx", auth, message)),
         ]
-        half = argparse.Namespace(**{**vars(args), "duration": max(1, args.duration // 2)})
+        half = _halved(args)
         with RssSampler(gw.proc.pid) as sampler:
             for name, script in scenarios:
                 results.append(wrk(name, gw.base, script, args, gw.proc.pid))
@@ -362,13 +367,11 @@ def hooks_suite(args: argparse.Namespace, work: Path, results: list[Result], not
                 wait_runs_idle(work / "hooks.db")
                 rounds[name].append(wrk(name, gw.base, script, half, gw.proc.pid))
             wait_runs_idle(work / "hooks.db")
-        for name, rs in rounds.items():
-            results.append(_mean(name, rs))
-        base = rounds[mapped[0][0]]
-        agent_rps = sum(r.rps for r in base) / len(base)
+        means = {name: _mean(name, rs) for name, rs in rounds.items()}
+        results.extend(means.values())
+        agent_rps = means[mapped[0][0]].rps
         for name, _ in mapped[1:]:
-            rps = sum(r.rps for r in rounds[name]) / len(rounds[name])
-            notes.append(f"{name}: {(rps / agent_rps - 1) * 100:+.1f} % throughput vs /hooks/agent")
+            notes.append(f"{name}: {(means[name].rps / agent_rps - 1) * 100:+.1f} % throughput vs /hooks/agent")
         time.sleep(2.0)
         rss_after = gw.rss()
         rss_peak = max(sampler.peak, gw.rss("VmHWM"))
@@ -399,7 +402,7 @@ def webhooks_suite(args: argparse.Namespace, work: Path, results: list[Result], 
     sizes = (100, 100_000)
     seeded = {n: seed_flows(work / f"get{n}.db", n) for n in sizes}
     os.sync()
-    half = argparse.Namespace(**{**vars(args), "duration": max(1, args.duration // 2)})
+    half = _halved(args)
     with Gateway(work, work / "get100.db", args.durability) as small, \
             Gateway(work, work / "get100000.db", args.durability) as big:
         gateways = {100: small, 100_000: big}
