@@ -99,6 +99,8 @@ class Service:
         self.reload_settings = reload_settings
         self.host = bind or settings.gateway.bind
         self.port = settings.gateway.port if port is None else port
+        self._flags = (bind, port)  # --bind/--port win over the file, at start and at every reload
+        self._reload_lock = asyncio.Lock()
         self.out = out
         self.clock = clock or SystemClock()
         self.metrics = Metrics()
@@ -138,6 +140,7 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_stop_signal)
         loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload("signal")))
+        obs_logging.bridge_stdlib("uvicorn", "uvicorn.error")
         obs_logging.set_buffered(True)
         if self.with_worker:
             self.worker = Worker(store, lambda: self.settings, self.clock, self.metrics)
@@ -190,7 +193,14 @@ class Service:
             self.worker.stop_claiming()
 
     async def reload(self, trigger: str) -> None:
-        """Re-read the config; an invalid one is logged and the old one stays active (README §4)."""
+        """Re-read the config; an invalid one is logged and the old one stays active (README §4).
+
+        One reload at a time: a slow one (an exec SecretRef) that finished after a later signal's
+        would otherwise swap in the older file. A signal during a reload reads the file after it."""
+        async with self._reload_lock:
+            await self._reload(trigger)
+
+    async def _reload(self, trigger: str) -> None:
         try:
             new = await asyncio.to_thread(self.reload_settings)
         except ConfigError as exc:
@@ -199,11 +209,14 @@ class Service:
                            errors=[obs_logging.clean_text(line) for line in exc.lines])
             return
         old = self.settings
+        # against what the process runs with (a change reverted by a later reload needs no restart):
+        # the address it listens on, unless a flag chose it, and the storage it started with (kept below)
+        bind_flag, port_flag = self._flags
         restart = [
             key
             for key, changed in (
-                ("gateway.bind", new.gateway.bind != old.gateway.bind),
-                ("gateway.port", new.gateway.port != old.gateway.port),
+                ("gateway.bind", bind_flag is None and new.gateway.bind != self.host),
+                ("gateway.port", port_flag is None and new.gateway.port != self.port),
                 ("storage", new.storage != old.storage),
             )
             if changed

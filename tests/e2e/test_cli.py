@@ -223,3 +223,13 @@ def test_worker_needs_postgres_which_this_build_refuses_cleanly(tmp_path: Path) 
         r = hookgate(tmp_path, *args)
         assert r.returncode == 1, args
         assert f"error: {unavailable}" in r.stderr and "Traceback" not in r.stderr, args
+
+
+def test_a_redis_url_is_accepted_with_a_warning_that_limits_stay_in_process(tmp_path: Path) -> None:
+    """Shared limits through Redis (operations.md §4.5) are not built: config check says so rather
+    than letting a scale-out setup believe its lockouts are shared."""
+    (tmp_path / "hookgate.json5").write_text('{storage: {redis: {url: "redis://127.0.0.1:6379/0"}}}')
+    r = hookgate(tmp_path, "config", "check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("warning: storage.redis.url: shared limits through Redis are not available in this build; "
+            "rate limits and auth lockouts are counted in this process") in r.stdout

@@ -100,7 +100,7 @@ def test_doc_examples_on_a_real_server(tmp_path: Path) -> None:
             assert c.post("/hooks/alerts", json=alert, headers=auth).json() == {
                 "ok": True, "mode": "now", "eventOutcome": "queued"}
         with sqlite3.connect(tmp_path / "hookgate.db") as conn:
-            keys = sorted(k for (k,) in conn.execute("SELECT session_key FROM runs"))
+            keys = sorted(k for (k,) in conn.execute("SELECT session_key FROM runs WHERE kind = 'hook'"))
             texts = [t for (t,) in conn.execute("SELECT text FROM system_events")]
         assert keys == ["agent:main:hook:gmail:18c2f0a1", "agent:ops:hook:github:octo/repo"]
         assert len(texts) == 1 and texts[0].startswith("[critical] DiskFull on db-1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ class Receiver:
     script: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # answers in order, then 200
     received: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
     url: str = ""
+    delay: float = 0.0  # seconds each answer waits (a slow chat API)
 
     def answer(self) -> tuple[int, dict[str, str]]:
         return self.script.pop(0) if self.script else (200, {})
@@ -31,6 +33,8 @@ def running_receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             rec.received.append((self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(body)))
+            if rec.delay:
+                time.sleep(rec.delay)
             status, headers = rec.answer()
             payload = json.dumps({"ok": status < 300, "id": f"m{len(rec.received)}"}).encode()
             self.send_response(status)

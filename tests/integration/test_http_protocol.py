@@ -1,6 +1,9 @@
-"""hookgate's HTTP protocol on a real server: held writes still answer every request, in order."""
+"""hookgate's HTTP protocol on a real server: held writes still answer every request, in order; what
+uvicorn leaves unbounded (head size, head time, unparsable bytes) gets a JSON answer and a close."""
 
 from __future__ import annotations
+
+import socket
 
 from gateway import HOOKS_TOKEN, RunningGateway, raw_request
 
@@ -28,3 +31,85 @@ def test_a_closing_answer_arrives_whole_before_the_close(gateway: RunningGateway
     assert head.startswith(b"HTTP/1.1 413") and b"connection: close" in head.lower()
     length = int(next(line.split(b": ")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
     assert len(payload) == length > 0
+
+
+def test_bytes_that_are_not_http_get_a_json_400_and_a_json_log_line(gateway: RunningGateway) -> None:
+    """The parser refuses the request: README §5's JSON body and common headers, the connection closed,
+    and only JSON lines on stderr (operations.md §2), the access line among them."""
+    received, closed = raw_request(gateway.port, b"GARBAGE \x01\x02 nonsense\r\n\r\n", read_timeout=5)
+    assert closed
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"HTTP/1.1 400 Bad Request"
+    headers = dict(line.lower().split(b": ", 1) for line in lines[1:])
+    assert headers[b"content-type"] == b"application/json; charset=utf-8"
+    assert headers[b"x-content-type-options"] == b"nosniff" and headers[b"cache-control"] == b"no-store"
+    assert headers[b"referrer-policy"] == b"no-referrer" and headers[b"connection"] == b"close"
+    assert len(headers[b"x-request-id"]) > 0
+    assert body == b'{"ok":false,"error":"Bad Request"}' and int(headers[b"content-length"]) == len(body)
+    events = gateway.flushed_log_events()
+    access = [e for e in events if e.get("event") == "http.request" and e.get("reason") == "malformed_request"]
+    assert [(e["status"], e["request_id"]) for e in access] == [(400, headers[b"x-request-id"].decode())]
+    assert [e["message"] for e in events if e.get("event") == "server.message"] == ["Invalid HTTP request received."]
+    assert [line for line in gateway.stderr().splitlines() if line.strip() and not line.startswith("{")] == []
+
+
+def _answer_and_close(sock: socket.socket, timeout: float) -> tuple[bytes, bool]:
+    sock.settimeout(timeout)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except TimeoutError:
+        return received, False
+    except ConnectionResetError:
+        pass
+    return received, True
+
+
+def test_a_request_head_past_64_kib_gets_431_and_the_connection_closed(gateway: RunningGateway) -> None:
+    """uvicorn buffers request headers without a limit; hookgate refuses a head past 64 KiB."""
+    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        try:
+            for _ in range(64):  # 4 MiB offered, one header line never finished
+                sock.sendall(b"X-Pad: " + b"a" * 65536)
+        except OSError:
+            pass  # closed while sending: the refusal
+        received, closed = _answer_and_close(sock, 5)
+    finally:
+        sock.close()
+    assert closed
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), received[:200]
+    assert body == b'{"ok":false,"error":"Request Header Fields Too Large"}'
+    assert b"x-request-id: " in head and b"x-content-type-options: nosniff" in head
+    # a head just under the limit is a request like any other
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60_000 + b"\r\nConnection: close\r\n\r\n"
+    received, closed = raw_request(gateway.port, big)
+    assert received.startswith(b"HTTP/1.1 200 ") and closed
+
+
+def test_a_head_not_finished_in_15_s_is_closed(gateway: RunningGateway) -> None:
+    """Slow-loris: a connection that sends nothing is closed; one that began a request and did not
+    finish its headers gets a 408 first. A request whose headers came in time is not affected, however
+    long the keep-alive connection then stays (uvicorn's own keep-alive timeout is 30 s)."""
+    idle = socket.create_connection(("127.0.0.1", gateway.port))
+    partial = socket.create_connection(("127.0.0.1", gateway.port))
+    served = socket.create_connection(("127.0.0.1", gateway.port))
+    try:
+        partial.sendall(b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\n")
+        served.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert served.recv(65536).startswith(b"HTTP/1.1 200 ")
+        idle_data, idle_closed = _answer_and_close(idle, 20)  # HEAD_TIMEOUT_S is 15 s
+        partial_data, partial_closed = _answer_and_close(partial, 5)
+        served.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        again, again_closed = _answer_and_close(served, 5)
+    finally:
+        for sock in (idle, partial, served):
+            sock.close()
+    assert idle_closed and idle_data == b""
+    assert partial_closed and partial_data.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert partial_data.endswith(b'{"ok":false,"error":"Request Timeout"}')
+    assert again.startswith(b"HTTP/1.1 200 ") and again_closed

@@ -86,3 +86,67 @@ def test_surface_a_accepted_rejected_and_rate_limited_lines(gateway_factory: Gat
     assert [(e["action"], e["code"]) for e in logged(gw, "webhook.rejected")] == [("finish_flow", "revision_conflict")]
     limited = logged(gw, "ratelimit.rejected")
     assert len(limited) == 1 and limited[0]["route"] == "ci" and limited[0]["retry_after"] >= 1
+
+
+def test_request_lines_carry_the_surface_route_and_client_ip(gateway_factory: GatewayFactory) -> None:
+    """operations.md §2: every line has, where known, request_id, surface, route and client_ip."""
+    cfg = hooks_config()
+    cfg["plugins"] = {"entries": {"webhooks": {"config": {"routes": {"ci": ci_route()}}}}}
+    gw = gateway_factory(cfg, args=("--no-worker",))
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "a"}, headers=AUTH).status_code == 200
+        assert c.post("/hooks/agent", json={"message": "m"}, headers=AUTH).status_code == 200
+        assert c.post("/hooks/wake", json={"text": "a"}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert c.post("/hooks/wake", json={"mode": "now"}, headers=AUTH).status_code == 400
+        assert c.post(CI_PATH, json={"action": "create_flow", "goal": "g"}, headers=BEARER).status_code == 200
+        assert c.post(CI_PATH, json={"action": "create_flow"}, headers=BEARER).status_code == 400
+        assert c.post(CI_PATH, json={"action": "list_flows"}, headers={"Authorization": "Bearer no"}).status_code == 401
+    seen = [(e["event"], e.get("surface"), e.get("route"), e.get("client_ip"), bool(e.get("request_id")))
+            for e in gw.flushed_log_events()
+            if e.get("event") in ("hook.accepted", "hook.auth_failed", "hook.rejected", "webhook.accepted",
+                                  "webhook.rejected")]
+    assert seen == [
+        ("hook.accepted", "hooks", "wake", "127.0.0.1", True),
+        ("hook.accepted", "hooks", "agent", "127.0.0.1", True),
+        ("hook.auth_failed", "hooks", "wake", "127.0.0.1", True),
+        ("hook.rejected", "hooks", "wake", "127.0.0.1", True),
+        ("webhook.accepted", "webhooks", "ci", "127.0.0.1", True),
+        ("webhook.rejected", "webhooks", "ci", "127.0.0.1", True),
+        ("webhook.rejected", "webhooks", "ci", "127.0.0.1", True),
+    ]
+
+
+def test_run_and_delivery_lines_carry_the_agent_and_session(gateway_factory: GatewayFactory) -> None:
+    """operations.md §2: run_id, agent_id, session_key and delivery_id where known."""
+    cfg = hooks_config()
+    cfg["channels"] = {"console": {}}
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        run_id = c.post("/hooks/agent", json={"message": "hi", "channel": "console", "to": "x"},
+                        headers=AUTH).json()["runId"]
+    started = wait_for(lambda: logged(gw, "run.started"))[0]
+    finished = wait_for(lambda: logged(gw, "run.finished"))[0]
+    sent = wait_for(lambda: logged(gw, "delivery.sent"))[0]
+    for line in (started, finished, sent):
+        assert line["run_id"] == run_id and line["agent_id"] == "main", line
+        assert line["session_key"].startswith("agent:main:hook:"), line
+    assert sent["delivery_id"] and sent["channel"] == "console"
+
+
+def test_the_user_agent_is_logged_sanitised(gateway_factory: GatewayFactory) -> None:
+    """operations.md §2: free text that is logged — control characters → space, whitespace collapsed,
+    cut to 500 characters."""
+    gw = gateway_factory(hooks_config(), args=("--no-worker",))
+    agent = "probe\tagent   with spaces " + "u" * 600
+    with gw.client() as c:
+        c.get("/healthz", headers={"User-Agent": agent, "X-Request-Id": "ua-probe"})
+    line = next(e for e in gw.flushed_log_events() if e.get("request_id") == "ua-probe")
+    assert line["user_agent"] == ("probe agent with spaces " + "u" * 600)[:500]
+
+
+def test_python_runtime_metrics_are_exported(gateway: RunningGateway) -> None:
+    """operations.md §3: prometheus-client's process_* and python_* metrics are included."""
+    with gateway.client() as c:
+        text = c.get("/metrics").text
+    for name in ("process_resident_memory_bytes", "python_info", "python_gc_objects_collected_total"):
+        assert f"\n{name}" in text, name

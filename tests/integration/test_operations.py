@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -150,14 +151,23 @@ def test_sighup_reload_applies_valid_and_keeps_old_on_invalid(gateway_factory: G
         assert c.post("/in/wake", json={"text": "b"}, headers=AUTH).status_code == 200
 
 
-def test_reload_of_port_needs_restart(gateway_factory: GatewayFactory) -> None:
+def test_reload_of_the_address_needs_a_restart_until_it_is_reverted(gateway_factory: GatewayFactory) -> None:
+    """Restart-only keys are compared with what the process runs with: the address it listens on
+    (``--port`` chose the port here, so the file's port does not matter) and its storage."""
     gw = gateway_factory()
     cfg = hooks_config()
-    cfg["gateway"] = {"port": 1}
-    gw.config_path.write_text(json.dumps(cfg))
-    gw.signal(signal.SIGHUP)
-    entry = gw.wait_log("config.reload_restart_required")
-    assert entry["keys"] == ["gateway.port"]
+
+    def reload(gateway: dict[str, Any]) -> list[list[str]]:
+        cfg["gateway"] = gateway
+        gw.config_path.write_text(json.dumps(cfg))
+        loaded = len([e for e in gw.log_events() if e.get("event") == "config.loaded"])
+        gw.signal(signal.SIGHUP)
+        wait_for(lambda: len([e for e in gw.log_events() if e.get("event") == "config.loaded"]) > loaded)
+        return [e["keys"] for e in gw.flushed_log_events() if e.get("event") == "config.reload_restart_required"]
+
+    assert reload({"bind": "0.0.0.0", "port": 1}) == [["gateway.bind"]]
+    assert reload({}) == [["gateway.bind"]]  # back to what it listens on: nothing more to restart for
+    assert reload({"port": 2}) == [["gateway.bind"]]
     with gw.client() as c:
         assert c.get("/healthz").status_code == 200
 
@@ -263,10 +273,29 @@ def test_store_unavailable_gives_503_and_commits_nothing(gateway_factory: Gatewa
         assert first.status_code == 200  # the 503 left no idempotency record behind
         assert c.post("/hooks/wake", json={"text": "lost?"}, headers=AUTH).json()["eventOutcome"] == "queued"
     with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
-        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM runs WHERE kind = 'hook'").fetchone()[0] == 1
     samples = [line for line in httpx.get(gw.url + "/metrics").text.splitlines()
                if line.startswith('hookgate_store_errors_total{backend="sqlite"} ')]
     assert len(samples) == 1 and float(samples[0].rsplit(" ", 1)[1]) >= 2  # the wake's and the agent's 503
+    # (and any worker tick that ran into the lock: exact counts are the next test's)
+
+
+def test_a_failed_write_is_one_store_error(gateway_factory: GatewayFactory) -> None:
+    """operations.md §3: hookgate_store_errors_total counts failed store operations — one 503, one error."""
+    cfg = hooks_config()
+    cfg["storage"]["sqlite"]["busyTimeoutMs"] = 200
+    gw = gateway_factory(cfg, args=("--no-worker",))  # nothing else writes
+    blocker = sqlite3.connect(gw.workdir / "hookgate.db", isolation_level=None, timeout=5)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        with gw.client() as c:
+            assert c.post("/hooks/wake", json={"text": "x"}, headers=AUTH).status_code == 503
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    samples = [line for line in httpx.get(gw.url + "/metrics").text.splitlines()
+               if line.startswith('hookgate_store_errors_total{backend="sqlite"} ')]
+    assert samples == ['hookgate_store_errors_total{backend="sqlite"} 1.0']
 
 
 def test_reload_watch_follows_the_file_and_can_be_turned_off(gateway_factory: GatewayFactory) -> None:

@@ -238,6 +238,8 @@ class HttpAdapter:
             raise self.error("unsupported URL scheme", retryable=False) from None
         except httpx.InvalidURL:
             raise self.error("invalid URL", retryable=False) from None
+        except httpx.LocalProtocolError:  # the request itself cannot be sent: every retry would fail alike
+            raise self.error("request refused by the HTTP client", retryable=False) from None
         except httpx.TransportError:
             raise self.error("connection error", retryable=True) from None
 

@@ -25,6 +25,7 @@ from hookgate.config.schema import CHANNEL_SCHEMAS, CONFIG
 from hookgate.config.secrets import resolve_secret_inputs
 from hookgate.config.settings import (
     POSTGRES_UNAVAILABLE,
+    REDIS_UNAVAILABLE,
     ChannelSettings,
     GatewaySettings,
     IPNetwork,
@@ -226,6 +227,8 @@ def settings_from_tree(
     storage = _storage(tree["storage"], config_dir, secrets, errors)
     if storage.backend == "postgres":
         warnings.append(POSTGRES_UNAVAILABLE + ": serve and the store commands refuse to start")
+    if storage.redis_url:
+        warnings.append(REDIS_UNAVAILABLE)
     agents = build_agents(tree["agents"], secrets, errors)
     channels = _channels(tree["channels"], config_dir, secrets)
     hooks_ctx = HooksContext(

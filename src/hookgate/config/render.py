@@ -15,7 +15,9 @@ from hookgate.config.settings import Settings
 from hookgate.config.validate import Arr, Map, Node, Obj, OneOf, Secret, Tagged
 
 REDACTED = "[redacted]"
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
+# the password runs to the authority's *last* "@": one with a raw "@" (libpq wants it escaped, but
+# it is written so) must not leave its tail visible
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^/?#\s]*)(@)(?=[^@/?#\s]*(?:[/?#\s]|$))")
 _KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
 
 

@@ -6,6 +6,7 @@ file; the tree it returns (defaults filled in) is the effective config of ``conf
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hookgate.config.names import CHANNEL_IDS
@@ -157,6 +158,29 @@ SECRETS = Obj(
 
 # --- agents (model.md §7–§9) ----------------------------------------------------------------------
 _REQUEST_TIMEOUT = Num(gt=0)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+class HeaderValue(Str):
+    """A configured HTTP header value: printable ASCII, tabs allowed (no line breaks, no bytes an
+    HTTP client would refuse to send — refused at startup, not retried at every delivery)."""
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        value = super().check(value, path, ctx)
+        if isinstance(value, str) and not _HEADER_VALUE.fullmatch(value):
+            return ctx.error(path, "invalid HTTP header value (printable ASCII only)")
+        return value
+
+
+def _header_name(key: str, path: str, ctx: Context) -> bool:
+    if _HEADER_NAME.fullmatch(key):
+        return True
+    ctx.error(path, "invalid HTTP header name")
+    return False
+
+
+HEADERS = Map(HeaderValue(), key_check=_header_name)
 RUNTIME = Tagged(
     "kind",
     {
@@ -168,7 +192,7 @@ RUNTIME = Tagged(
                 "baseUrl": F(Str(), "https://api.openai.com/v1"),
                 "apiKey": F(Secret()),
                 "model": F(Str()),
-                "headers": F(Map(Str()), {}),
+                "headers": F(HEADERS, {}),
                 "requestTimeoutSeconds": F(_REQUEST_TIMEOUT, 120),
             }
         ),
@@ -291,7 +315,7 @@ CHANNEL_SCHEMAS: dict[str, Obj] = {
             "password": F(Secret()),
         }
     ),
-    "webhook": _channel({"url": F(Str()), "secret": F(Secret()), "headers": F(Map(Str()), {})}),
+    "webhook": _channel({"url": F(Str()), "secret": F(Secret()), "headers": F(HEADERS, {})}),
     "console": _channel({}),
     "file": _channel({"path": F(Str())}),
     "imessage": _channel(

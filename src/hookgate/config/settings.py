@@ -51,6 +51,10 @@ class RetentionSettings:
 
 # The config accepts storage.backend "postgres" (operations.md §4.3); this build has only SQLite.
 POSTGRES_UNAVAILABLE = 'storage.backend "postgres" is not available in this build (SQLite only)'
+REDIS_UNAVAILABLE = (
+    "storage.redis.url: shared limits through Redis are not available in this build; "
+    "rate limits and auth lockouts are counted in this process"
+)
 
 
 @dataclass(frozen=True, slots=True)

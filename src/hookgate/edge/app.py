@@ -30,13 +30,16 @@ from hookgate.edge.routes_surface import RoutesSurface
 from hookgate.edge.throttle import AuthThrottle
 from hookgate.errors import HookgateError
 from hookgate.obs import metrics as metrics_mod
-from hookgate.obs.logging import get_logger, info_line
+from hookgate.obs.logging import clean_text, get_logger, info_line
 from hookgate.store.base import Store
 from hookgate.webhooks.service import FlowService
 
 HEALTH_PATHS = {"/healthz": "live", "/health": "live", "/readyz": "ready", "/ready": "ready", "/metrics": "metrics"}
 READY_STORE_TIMEOUT = 1.0
 _ALLOW_GET_HEAD = [(b"allow", b"GET, HEAD")]
+
+
+_REFUSALS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
 
 
 class Gateway:
@@ -125,6 +128,19 @@ class Gateway:
                 answer.after()
         self._account(req, surface, answer, start)
 
+    def refuse(self, status: int, reason: str, client: tuple[str, int] | None) -> bytes:
+        """The protocol's own answers, where there is no request to hand to the app: bytes that are
+        not HTTP (400), a head past its size (431) or its time (408). JSON with the common headers
+        (README §5), counted and logged like any request; the protocol then closes the connection."""
+        answer = error_b(status, _REFUSALS[status])
+        rid = request_id(None)
+        self.metrics.observe_request("other", "-", status, 0.0)
+        info_line("http.request", {"request_id": rid, "surface": "other", "route": "-",
+                                   "client_ip": normalize_peer(client[0] if client else None),
+                                   "method": None, "path": None, "status": status, "duration_ms": 0.0,
+                                   "user_agent": None, "reason": reason})
+        return self.responder.closing_bytes(answer, rid)
+
     def _account(self, req: Request, surface: str, answer: Answer, start: float) -> None:
         elapsed = time.perf_counter() - start
         route = str(req.log.pop("route", "-"))
@@ -139,7 +155,7 @@ class Gateway:
             "path": req.path[:500],
             "status": answer.status,
             "duration_ms": round(elapsed * 1000, 3),
-            "user_agent": ua.decode("latin-1")[:200] if ua else None,
+            "user_agent": clean_text(ua.decode("latin-1")) if ua else None,
         }
         line.update(req.log)
         info_line("http.request", line)
@@ -152,7 +168,7 @@ class Gateway:
         if kind == "ready":
             return await self._ready()
         if self.settings.gateway.auth_mode == "token":
-            token = bearer_token(req.text_header(b"authorization"))
+            token = bearer_token(req.credential_header(b"authorization"))
             if not secrets_equal(token, self.metrics_token):
                 self.metrics.auth_failures.inc(("health", "metrics"))
                 return error_b(401, "Unauthorized")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from hookgate.edge.http import Answer, BodyTimeout, BodyTooLarge, ClientGone, error_b, json_answer, read_body
@@ -57,6 +57,12 @@ class HooksSurface:
         self._transform_observers: dict[str, Callable[[float], None]] = {}
         self.mapped: MappedHandler | None = self._mapped
 
+    @staticmethod
+    def context(req: Request) -> dict[str, Any]:
+        """The fields every hook line carries where known (operations.md §2)."""
+        return {"request_id": req.request_id, "surface": "hooks", "route": req.log["route"],
+                "client_ip": req.client_ip}
+
     def route_label(self, sub_path: str) -> str:
         return sub_path if sub_path in ("wake", "agent") else "unmatched"
 
@@ -82,7 +88,7 @@ class HooksSurface:
             gw.metrics.body_rejections.labels("hooks", "timeout").inc()
             return error_b(408, "request body timeout", close=True, reason="timeout")
         except ClientGone:
-            gw.log.info("hook.body_aborted", request_id=req.request_id, client_ip=req.client_ip)
+            gw.log.info("hook.body_aborted", **self.context(req))
             return None
         req.log["body_bytes"] = len(body)
         req.log["body_sha256"] = hashlib.sha256(body).hexdigest()[:16]
@@ -99,12 +105,11 @@ class HooksSurface:
             if self.mapped is not None:
                 return await self.mapped(req, sub_path, payload, body)
             return error_b(404, "Not Found")
-        except StoreUnavailable:
-            gw.metrics.store_errors.labels(gw.settings.storage.backend).inc()
+        except StoreUnavailable:  # the store counted it in hookgate_store_errors_total
             return error_b(503, "Service Unavailable", headers=[(b"retry-after", b"1")], reason="store")
         except RequestError as exc:
             gw.metrics.body_rejections.labels("hooks", "invalid_request").inc()
-            gw.log.info("hook.rejected", request_id=req.request_id, route=req.log["route"], reason=exc.message)
+            gw.log.info("hook.rejected", **self.context(req), reason=exc.message)
             return error_b(exc.status, exc.message, reason="invalid_request")
         except HookgateError as exc:
             return error_b(exc.status, exc.message)
@@ -113,7 +118,7 @@ class HooksSurface:
         """Token extraction and the timing-safe check with the auth-failure throttle (§2 steps 4–5)."""
         gw = self.gw
         compat = gw.settings.gateway.accept_openclaw_headers
-        token = bearer_token(req.text_header(b"authorization")) or header_token(
+        token = bearer_token(req.credential_header(b"authorization")) or header_token(
             req, b"x-hookgate-token", b"x-openclaw-token" if compat else None
         )
         client = req.client_ip
@@ -128,8 +133,7 @@ class HooksSurface:
                            reason="auth_lockout")
         started = gw.throttle.record_failure(client)
         gw.metrics.auth_failures.inc(("hooks", str(req.log["route"])))
-        gw.log.warning("hook.auth_failed", request_id=req.request_id, client_ip=client,
-                       lockout_started=started)
+        gw.log.warning("hook.auth_failed", **self.context(req), lockout_started=started)
         return error_b(401, "Unauthorized", reason="unauthorized")
 
     def _log_throttled(self, req: Request) -> None:
@@ -139,7 +143,7 @@ class HooksSurface:
             if len(self._throttle_logged) > 4096:
                 self._throttle_logged.clear()
             self._throttle_logged[req.client_ip] = (now, 0)
-            self.gw.log.warning("hook.auth_throttled", client_ip=req.client_ip, suppressed=suppressed)
+            self.gw.log.warning("hook.auth_throttled", **self.context(req), suppressed=suppressed)
         else:
             self._throttle_logged[req.client_ip] = (last, suppressed + 1)
 
@@ -149,8 +153,9 @@ class HooksSurface:
         outcome = await dispatch_wake(action, gw.settings, gw.store, gw.clock)
         if outcome.mode == "now":
             gw.on_enqueue(0.3)  # the heartbeat is due 250 ms from now (wake coalescing)
-        info_line("hook.accepted", {"request_id": req.request_id, "route": "wake", "mode": outcome.mode,
-                                    "outcome": outcome.outcome})
+        line = self.context(req)
+        line["mode"], line["outcome"] = outcome.mode, outcome.outcome
+        info_line("hook.accepted", line)
         return json_answer(200, {"ok": True, "mode": outcome.mode, "eventOutcome": outcome.outcome})
 
     async def _agent(self, req: Request, payload: Payload) -> Answer:
@@ -189,20 +194,22 @@ class HooksSurface:
             resolved = await resolve(mapping, self.request_context(req, sub_path, payload), gw.settings,
                                      self.transforms, on_transform=observe)
         except TransformFailed as exc:
-            gw.log.warning("hook.mapping_failed", request_id=req.request_id, mapping=mapping.id,
+            gw.log.warning("hook.mapping_failed", **self.context(req), mapping=mapping.id,
                            error_type=exc.kind, error=clean_text(exc.detail) if exc.ours else None)
             return error_b(500, MAPPING_FAILED, reason="mapping_failed")
         action = resolved.action
         if action is None:
-            info_line("hook.accepted", {"request_id": req.request_id, "route": req.log["route"],
-                                        "outcome": "skipped"})
+            line = self.context(req)
+            line["outcome"] = "skipped"
+            info_line("hook.accepted", line)
             return Answer(204, None, reason="skipped")
         if isinstance(action, actions.WakeAction):
             outcome = await dispatch_wake(action, gw.settings, gw.store, gw.clock)
             if outcome.mode == "now":
                 gw.on_enqueue(0.3)
-            info_line("hook.accepted", {"request_id": req.request_id, "route": req.log["route"],
-                                        "mode": outcome.mode, "outcome": outcome.outcome})
+            line = self.context(req)
+            line["mode"], line["outcome"] = outcome.mode, outcome.outcome
+            info_line("hook.accepted", line)
             return json_answer(200, {"ok": True, "mode": outcome.mode, "eventOutcome": outcome.outcome})
         prepared = prepare_agent(action, gw.settings, external_source=resolved.external_source,
                                  wrap=resolved.wrap)
@@ -232,10 +239,10 @@ class HooksSurface:
         gw = self.gw
         if replayed:
             gw.metrics.idempotent_replays.labels("hooks").inc()
-            gw.log.info("hook.idempotent_replay", request_id=req.request_id, route=req.log["route"],
-                        run_id=run_id)
+            gw.log.info("hook.idempotent_replay", **self.context(req), run_id=run_id)
         else:
             gw.on_enqueue(0.0)
-            info_line("hook.accepted", {"request_id": req.request_id, "route": req.log["route"], "run_id": run_id,
-                                        "agent_id": agent_id})
+            line = self.context(req)
+            line["run_id"], line["agent_id"] = run_id, agent_id
+            info_line("hook.accepted", line)
         return json_answer(200, {"ok": True, "runId": run_id})

@@ -44,6 +44,7 @@ def error_b(status: int, text: str, **kw: Any) -> Answer:
     return json_answer(status, {"ok": False, "error": text}, **kw)
 
 
+_REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
 _RID_PREFIX = random_bytes(6).hex()
 _rid_counter = itertools.count(1)
 
@@ -166,6 +167,16 @@ class Responder:
         if hsts:
             common.append((b"strict-transport-security", hsts.encode("latin-1")))
         self.common = common
+
+    def closing_bytes(self, answer: Answer, rid: str) -> bytes:
+        """``answer`` as a complete HTTP/1.1 response that closes the connection, for the protocol to
+        write itself when there is no request to answer through ASGI (a request it could not parse)."""
+        body = answer.body or b""
+        lines = [f"HTTP/1.1 {answer.status} {_REASONS.get(answer.status, '')}".encode("latin-1")]
+        lines += [name + b": " + value for name, value in self.common]
+        lines += [b"x-request-id: " + rid.encode("latin-1"), b"content-type: " + answer.content_type,
+                  b"content-length: " + str(len(body)).encode(), b"connection: close"]
+        return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
     async def send(self, send: Send, answer: Answer, rid: str, head: bool) -> None:
         headers = list(self.common)

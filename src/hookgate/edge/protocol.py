@@ -61,8 +61,85 @@ class PassTransport:
         return getattr(self._transport, name)
 
 
+MAX_HEAD_BYTES = 64 * 1024  # request line and headers of one request (checked per read: ≤ one read more)
+HEAD_TIMEOUT_S = 15.0  # from connecting, or a request's first byte, to the end of its headers
+_SWEEP_EVERY_S = 1.0
+
+
 class HookgateHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol on a ``PassTransport``."""
+    """uvicorn's httptools protocol on a ``PassTransport``, with what uvicorn leaves unbounded bounded:
+
+    - a request whose line and headers pass ``MAX_HEAD_BYTES`` gets a 431 and the connection is
+      closed (uvicorn buffered them without limit: 100 MiB of headers took 110 MiB);
+    - a connection that has not finished a request's headers ``HEAD_TIMEOUT_S`` after it connected
+      or after the request's first byte is closed, with a 408 when it sent part of a request
+      (uvicorn held such connections for ever, one descriptor each). One sweep a second over the
+      connections checks this: no timer per request;
+    - bytes the parser refuses get the app's JSON 400 instead of uvicorn's plain-text one.
+
+    The answers come from the app (``Gateway.refuse``): JSON with the common headers, logged and
+    counted like any request."""
+
+    _head_since: float | None = None  # loop time the current request's head began; None: complete
+    _head_bytes = 0
+    _head_marks = 0  # bumped at every request start and head end: did a boundary fall in this read?
+    _message_begun = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(PassTransport(transport, self.loop))  # type: ignore[arg-type]
+        self._head_since = self.loop.time()
+        state = self.server_state
+        if not getattr(state, "hookgate_sweeping", False):
+            state.hookgate_sweeping = True  # type: ignore[attr-defined]
+            self.loop.call_later(_SWEEP_EVERY_S, _sweep, self.loop, state)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_since = self.loop.time()
+        self._head_bytes = 0
+        self._head_marks += 1
+        self._message_begun = True
+
+    def on_headers_complete(self) -> None:
+        self._head_since = None
+        self._head_marks += 1
+        super().on_headers_complete()
+
+    def data_received(self, data: bytes) -> None:
+        marks = self._head_marks
+        super().data_received(data)
+        if self._head_since is not None and marks == self._head_marks:  # all of it was head
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                self._refuse(431, "headers_too_large")
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(400, "malformed_request", fallback=msg)
+
+    def head_timed_out(self) -> None:
+        if self._message_begun:
+            self._refuse(408, "header_timeout")
+        else:  # connected and never sent a byte: nothing to answer
+            self.transport.close()
+
+    def _refuse(self, status: int, reason: str, fallback: str | None = None) -> None:
+        self._head_since = None
+        refuse = getattr(self.app, "refuse", None)
+        if refuse is None:  # an app without one (the benchmark's minimal app)
+            if fallback is not None:
+                super().send_400_response(fallback)
+            else:
+                self.transport.close()
+            return
+        self.transport.write(refuse(status, reason, self.client))
+        self.transport.close()
+
+
+def _sweep(loop: asyncio.AbstractEventLoop, state: Any) -> None:
+    """Close the connections whose request head is overdue; runs once a second for the server's life."""
+    deadline = loop.time() - HEAD_TIMEOUT_S
+    for conn in list(state.connections):
+        since = getattr(conn, "_head_since", None)
+        if since is not None and since < deadline and not conn.transport.is_closing():
+            conn.head_timed_out()
+    loop.call_later(_SWEEP_EVERY_S, _sweep, loop, state)

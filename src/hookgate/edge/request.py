@@ -34,6 +34,13 @@ class Request:
         value = self.headers.get(name)
         return None if value is None else value.decode("utf-8", "replace")
 
+    def credential_header(self, name: bytes) -> str | None:
+        """A credential header as text that still holds the bytes sent: valid UTF-8 reads as usual,
+        an invalid byte as a lone surrogate (``surrogateescape``), so ``secrets_equal`` compares
+        exactly the bytes the client wrote (hooks.md §2 step 5)."""
+        value = self.headers.get(name)
+        return None if value is None else value.decode("utf-8", "surrogateescape")
+
 
 def bearer_token(authorization: str | None, scheme: str = "bearer") -> str | None:
     """The non-empty value after ``<scheme> `` (case-insensitive), trimmed; else ``None``."""
@@ -48,11 +55,11 @@ def bearer_token(authorization: str | None, scheme: str = "bearer") -> str | Non
 
 
 def header_token(req: Request, primary: bytes, alias: bytes | None) -> str | None:
-    """A trimmed non-empty header value; the alias only when compat headers are accepted."""
+    """A trimmed non-empty credential header; the alias only when compat headers are accepted."""
     for name in (primary, alias):
         if name is None:
             continue
-        value = req.text_header(name)
+        value = req.credential_header(name)
         if value is not None:
             value = value.strip()
             if value:
@@ -61,12 +68,12 @@ def header_token(req: Request, primary: bytes, alias: bytes | None) -> str | Non
 
 
 def secrets_equal(presented: str | None, expected: bytes) -> bool:
-    """``presented`` comes from ``Request.text_header``; compared as UTF-8 bytes with the configured
-    secret's. Timing-safe: both sides padded to the longer length, compared in constant time, lengths
-    equal. (Invalid UTF-8 in the header became U+FFFD and so does not reproduce the bytes sent.)"""
+    """``presented`` comes from ``Request.credential_header``: the bytes sent, compared with the
+    configured secret's UTF-8 bytes. Timing-safe: both sides padded to the longer length, compared in
+    constant time, lengths equal."""
     if not presented or not expected:
         return False
-    given = presented.encode("utf-8", errors="replace")
+    given = presented.encode("utf-8", "surrogateescape")
     size = max(len(given), len(expected))
     same = hmac.compare_digest(given.ljust(size, b"\0"), expected.ljust(size, b"\0"))
     return same and len(given) == len(expected)

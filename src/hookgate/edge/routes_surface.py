@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from hookgate import jsonbody
 from hookgate.config.names import normalize_route_path
 from hookgate.config.settings import RouteSettings, Settings
 from hookgate.edge.http import Answer, BodyTimeout, BodyTooLarge, ClientGone, json_answer, read_body
@@ -25,62 +26,64 @@ if TYPE_CHECKING:
 
 _decoder = msgspec.json.Decoder()
 _LONG_INT = re.compile(rb"\d{19,}")
-_INT64 = (-(2**63), 2**63 - 1)
 
 
 def _reject(status: int, code: str, error: str, **kw: Any) -> Answer:
     return json_answer(status, {"ok": False, "code": code, "error": error}, reason=code, **kw)
 
 
-def _out_of_int64(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return not _INT64[0] <= value <= _INT64[1]
-    if isinstance(value, dict):
-        return any(_out_of_int64(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_out_of_int64(v) for v in value)
-    return False
+def _context(req: Request, route: RouteSettings) -> dict[str, Any]:
+    """The fields every route line carries where known (operations.md §2)."""
+    return {"request_id": req.request_id, "surface": "webhooks", "route": route.id, "client_ip": req.client_ip}
 
 
 def header_text(req: Request) -> route_auth.HeaderGetter:
     """Header values as the client wrote them: the raw bytes read as UTF-8 (``req.header`` is latin-1).
 
-    Secrets are compared as UTF-8 bytes and key lengths count characters (webhooks.md §2.3, §3.5);
-    invalid UTF-8 turns into U+FFFD and so never matches a configured secret.
+    Secrets are compared as UTF-8 bytes and key lengths count characters (webhooks.md §2.3, §3.5).
+    An invalid UTF-8 byte reads as a lone surrogate (``surrogateescape``): a secret is compared with
+    exactly the bytes sent, and ``_idempotency_key`` turns such a byte into U+FFFD before storing.
     """
 
     def get(name: bytes) -> str | None:
         value = req.headers.get(name)
-        return None if value is None else value.decode("utf-8", "replace")
+        return None if value is None else value.decode("utf-8", "surrogateescape")
 
     return get
 
 
 def decode_route_body(body: bytes) -> Any:
-    """Step 8: UTF-8 and strict JSON; empty, invalid UTF-8 and out-of-int64 integers are invalid."""
+    """Step 8: UTF-8 and strict JSON; empty, invalid UTF-8, out-of-int64 integers and nesting deeper
+    than ``jsonbody.MAX_DEPTH`` are invalid."""
     if not body.strip():
         raise ValueError("empty body")
     body.decode("utf-8")  # UnicodeDecodeError is a ValueError
-    value = _decoder.decode(body)
-    if _LONG_INT.search(body) and _out_of_int64(value):
+    value = jsonbody.decode(_decoder, body)
+    if _LONG_INT.search(body) and jsonbody.out_of_int64(value):
         raise ValueError("integer out of range")
     return value
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def ascii_fold(path: str) -> str:
+    """Lower-case A–Z only: routes match "ignoring ASCII case" (webhooks.md §1.4), so ``ß`` is not ``ss``."""
+    return path.lower() if path.isascii() else path.translate(_ASCII_LOWER)
+
+
 class RouteTable:
-    """Active routes by case-folded normalised path (webhooks.md §1.4)."""
+    """Active routes by ASCII-case-folded normalised path (webhooks.md §1.4)."""
 
     def __init__(self, settings: Settings) -> None:
         self.by_path: dict[str, RouteSettings] = {}
         if settings.webhooks.enabled:
             for route in settings.webhooks.routes:
                 if route.enabled and route.skipped_reason is None:
-                    self.by_path.setdefault(route.path.casefold(), route)
+                    self.by_path.setdefault(ascii_fold(route.path), route)
 
     def match(self, path: str) -> RouteSettings | None:
-        return self.by_path.get(normalize_route_path(path).casefold())
+        return self.by_path.get(ascii_fold(normalize_route_path(path)))
 
 
 class RoutesSurface:
@@ -108,14 +111,13 @@ class RoutesSurface:
         if retry:
             m.rate_limited.inc(("webhooks", "window"))
             if self.window.hits(window_key) == limits.rate_limit.max_requests + 1:  # once per key and window
-                self.gw.log.warning("ratelimit.rejected", request_id=req.request_id, route=route.id,
-                                    client_ip=req.client_ip, retry_after=retry)
+                self.gw.log.warning("ratelimit.rejected", **_context(req, route), retry_after=retry)
             return _reject(429, "rate_limited", "Too Many Requests", headers=[(b"retry-after", str(retry).encode())])
         media = (req.header(b"content-type") or "").split(";", 1)[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
             m.body_rejections.labels("webhooks", "unsupported_media_type").inc()
             return _reject(415, "unsupported_media_type", "Unsupported Media Type")
-        slot = f"{route.path.casefold()}:{req.peer}"
+        slot = f"{ascii_fold(route.path)}:{req.peer}"
         if not self.in_flight.acquire(slot, limits.max_in_flight):
             m.rate_limited.inc(("webhooks", "in_flight"))
             return _reject(429, "rate_limited", "Too Many Requests", headers=[(b"retry-after", b"1")])
@@ -148,7 +150,7 @@ class RoutesSurface:
             m.body_rejections.labels("webhooks", "timeout").inc()
             return _reject(408, "request_timeout", "Request body timeout", close=True)
         except ClientGone:
-            gw.log.info("webhook.body_aborted", request_id=req.request_id, route=route.id)
+            gw.log.info("webhook.body_aborted", **_context(req, route))
             return None
         req.log["body_bytes"] = len(body)
         digest = hashlib.sha256(body).hexdigest()
@@ -164,7 +166,7 @@ class RoutesSurface:
             action = parse_action(payload)
         except SchemaError as exc:
             m.body_rejections.labels("webhooks", "invalid_request").inc()
-            gw.log.info("webhook.rejected", request_id=req.request_id, route=route.id, code="invalid_request")
+            gw.log.info("webhook.rejected", **_context(req, route), code="invalid_request")
             return _reject(400, "invalid_request", exc.message)
         name = payload["action"]
         req.log["action"] = name
@@ -176,21 +178,21 @@ class RoutesSurface:
             key = found
         try:
             result = await self.service.execute(route, action, name, idempotency_key=key, body_sha256=digest)
-        except StoreUnavailable:
-            m.store_errors.labels(gw.settings.storage.backend).inc()
+        except StoreUnavailable:  # the store counted it in hookgate_store_errors_total
             return _reject(503, "store_unavailable", "store unavailable", headers=[(b"retry-after", b"1")])
         headers = [(b"idempotent-replayed", b"true")] if result.replayed else []
         if result.replayed:
             m.idempotent_replays.labels("webhooks").inc()
-            gw.log.info("webhook.idempotent_replay", request_id=req.request_id, route=route.id, action=name)
+            gw.log.info("webhook.idempotent_replay", **_context(req, route), action=name)
         else:
             m.flow_actions.inc((name, result.code))
             if result.status >= 400:
-                gw.log.info("webhook.rejected", request_id=req.request_id, route=route.id, action=name,
+                gw.log.info("webhook.rejected", **_context(req, route), action=name,
                             code=result.code)
             elif name in MUTATING_ACTIONS:
-                info_line("webhook.accepted", {"request_id": req.request_id, "route": route.id, "action": name,
-                                               "code": result.code, "flow_id": result.flow_id})
+                line = _context(req, route)
+                line["action"], line["code"], line["flow_id"] = name, result.code, result.flow_id
+                info_line("webhook.accepted", line)
         if result.flow_id:
             req.log["flow_id"] = result.flow_id
         return Answer(result.status, result.body, headers, reason=result.code)
@@ -207,6 +209,8 @@ class RoutesSurface:
         if raw is None:
             return None
         key = raw.strip()
+        if not key.isascii():  # bytes that were not UTF-8 become U+FFFD: the key is stored as text
+            key = key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         if not 1 <= len(key) <= 256:
             self.gw.metrics.body_rejections.labels("webhooks", "invalid_request").inc()
             return _reject(400, "invalid_request", "Idempotency-Key: must be 1-256 characters")
@@ -214,8 +218,7 @@ class RoutesSurface:
 
     def _unauthorized(self, req: Request, route: RouteSettings) -> Answer:
         self.gw.metrics.auth_failures.inc(("webhooks", route.id))
-        self.gw.log.warning("webhook.rejected", request_id=req.request_id, route=route.id, code="unauthorized",
-                            client_ip=req.client_ip)
+        self.gw.log.warning("webhook.rejected", **_context(req, route), code="unauthorized")
         return _reject(401, "unauthorized", "unauthorized")
 
 

@@ -19,6 +19,7 @@ SessionKeySource = Literal["request", "mapping-static", "mapping-templated"]
 
 MAX_TIMEOUT_SECONDS = 172_800
 MAX_IDEMPOTENCY_KEY_CHARS = 256
+MODEL_REQUIRED = "model required"
 
 
 
@@ -92,7 +93,7 @@ def parse_agent(payload: dict[str, Any], enabled_channels: tuple[str, ...]) -> A
     if "model" in payload:
         model = trimmed_str(payload["model"])
         if model is None:
-            raise RequestError("model required")
+            raise RequestError(MODEL_REQUIRED)
     session_key = trimmed_str(payload.get("sessionKey"))
     return AgentAction(
         message=message,

@@ -20,6 +20,7 @@ from hookgate.config.paths import transforms_root
 from hookgate.config.settings import MappingSettings, Settings
 from hookgate.errors import RequestError
 from hookgate.hooks.actions import (
+    MODEL_REQUIRED,
     AgentAction,
     WakeAction,
     normalize_channel,
@@ -186,6 +187,9 @@ def merge(base: Draft, o: Mapping[Any, Any]) -> Draft:
     }
     for key in _OVERRIDABLE:
         out[key] = o[key] if o.get(key) is not None else (same.get(key) if same else None)
+    # a model the transform gives is a request field (§5.1: present → a non-empty string); the
+    # mapping's own model template is not checked (§6.1)
+    out["modelGiven"] = o.get("model") is not None
     for key in ("deliver", "allowUnsafeExternalContent"):
         value = o.get(key)
         out[key] = value if isinstance(value, bool) else (same.get(key) if same else None)
@@ -209,6 +213,9 @@ def finalize(draft: Draft, enabled_channels: tuple[str, ...]) -> WakeAction | Ag
     if not message.strip():
         raise RequestError(REQUIRES_MESSAGE)
     channel = normalize_channel(draft.get("channel"), enabled_channels)
+    model = trimmed_str(draft.get("model"))
+    if model is None and draft.get("modelGiven"):
+        raise RequestError(MODEL_REQUIRED)
     session_key = trimmed_str(draft.get("sessionKey"))
     deliver = draft.get("deliver")
     unsafe = draft.get("allowUnsafeExternalContent")
@@ -222,7 +229,7 @@ def finalize(draft: Draft, enabled_channels: tuple[str, ...]) -> WakeAction | Ag
         deliver=deliver is not False,
         channel=channel,
         to=trimmed_str(draft.get("to")),
-        model=trimmed_str(draft.get("model")),
+        model=model,
         thinking=trimmed_str(draft.get("thinking")),
         timeout_seconds=timeout_seconds(draft.get("timeoutSeconds")),
         allow_unsafe_external_content=unsafe if isinstance(unsafe, bool) else None,

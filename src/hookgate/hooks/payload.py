@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from hookgate import jsonbody
 from hookgate.errors import RequestError
 
 _BOM = b"\xef\xbb\xbf"
@@ -29,9 +30,11 @@ def decode_hook_body(body: bytes) -> Payload:
     if not text:
         return {}
     try:
-        value = _decoder.decode(text)
+        value = jsonbody.decode(_decoder, text)
     except msgspec.DecodeError as exc:
         raise RequestError(f"invalid JSON: {_detail(exc)}") from None
+    except jsonbody.NestingTooDeep as exc:
+        raise RequestError(f"invalid JSON: {exc}") from None
     if isinstance(value, dict | list):
         return value
     return {}

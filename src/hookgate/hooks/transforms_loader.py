@@ -154,11 +154,11 @@ def _import(path: str) -> Any:
         exec(code, module.__dict__)  # noqa: S102 - running the configured transform is the point
     except BaseException as exc:
         sys.modules.pop(name, None)
-        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
-            raise TransformFailed(type(exc).__name__, str(exc)) from None
+        # Synchronous code: whatever it raised is the module's own, a CancelledError included (the
+        # request's cancellation arrives at an await, never here).
         if isinstance(exc, Exception):
             raise TransformFailed(type(exc).__name__, str(exc)) from exc
-        raise
+        raise TransformFailed(type(exc).__name__, str(exc)) from None
     for old in [k for k in sys.modules if k.startswith(f"_hookgate_transform_{digest}_") and k != name]:
         sys.modules.pop(old, None)
     return module
@@ -347,5 +347,11 @@ async def call_transform(fn: Callable[..., Any], ctx: Any, timeout: float, *, is
         raise TransformFailed("TimeoutError", f"transform took longer than {timeout:g}s", ours=True) from None
     except TransformFailed:
         raise
-    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # trusted code, but it must not stop the server
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # the request itself is being cancelled
+            raise
+        # the transform's own (it awaited something that was cancelled): it failed
+        raise TransformFailed("CancelledError", str(exc)) from None
+    except BaseException as exc:  # trusted code, but it must not stop the server
         raise TransformFailed(type(exc).__name__, str(exc)) from exc

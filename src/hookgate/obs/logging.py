@@ -7,6 +7,7 @@ Never pass a token, a secret, a body, a payload field, or a message text to a lo
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -188,3 +189,27 @@ def flush() -> None:
 
 def get_logger(**context: Any) -> Any:
     return structlog.get_logger().bind(**context)
+
+
+class _StdlibBridge(logging.Handler):
+    """Warnings and errors of libraries that log through ``logging`` (uvicorn), as JSON lines:
+    ``server.message`` with the logger's name and its sanitised message."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = clean_text(record.getMessage())
+        except Exception:  # noqa: BLE001 - a malformed record must not break the caller
+            message = "unformattable log record"
+        log = get_logger()
+        method = log.error if record.levelno >= logging.ERROR else log.warning
+        method("server.message", logger=record.name, message=message,
+               error_type=record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else None)
+
+
+def bridge_stdlib(*names: str) -> None:
+    """Route the named stdlib loggers' warnings and errors into the JSON log (once per process)."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, _StdlibBridge) for h in logger.handlers):
+            logger.addHandler(_StdlibBridge(logging.WARNING))
+        logger.propagate = False

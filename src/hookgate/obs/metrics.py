@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
@@ -84,6 +85,7 @@ class Metrics:
         r = self.registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
+        GCCollector(registry=r)
         self.requests = LoopCounter(
             "hookgate_requests_total", "Responses by HTTP status", ["surface", "route", "status"], registry=r
         )

@@ -50,6 +50,9 @@ class DeliveryContext:
     adapter_for: Callable[[ChannelSettings], ChannelAdapter]
     log: Any
     jitter: Callable[[], float] = field(default=lambda: random.uniform(-1.0, 1.0))  # not crypto
+    # Called just before an attempt's outcome is submitted to the store: the worker's next claim then
+    # joins the same group commit and sees the target's next delivery at the head of its queue.
+    settling: Callable[[], None] = field(default=lambda: None)
 
 
 def retry_delay_ms(attempts_made: int, retry_after: float | None, jitter: float) -> int:
@@ -104,7 +107,7 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
         await _failed(ctx, job, exc, done, committed, last_id[0])
         return
     except Exception as exc:  # an adapter bug must not lose the delivery: retry it like a failure
-        ctx.log.exception("delivery.adapter_error", delivery_id=job.delivery_id, channel=job.channel)
+        ctx.log.exception("delivery.adapter_error", **_log_fields(job))
         await _failed(ctx, job, DeliveryError(f"{job.channel}: internal error ({type(exc).__name__})",
                                               retryable=True), done, committed, last_id[0])
         return
@@ -119,11 +122,17 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
         if explicit:
             tx.set_last_route(f"agent:{job.agent_id}:main", job.agent_id, job.channel, job.target, now)
 
+    ctx.settling()
     await ctx.store.flow_write(commit)
     ctx.metrics.deliveries.labels(job.channel, "delivered").inc()
     ctx.metrics.delivery_latency.labels(job.channel).observe(max(0.0, (now - job.created_at) / 1000))
-    ctx.log.info("delivery.sent", delivery_id=job.delivery_id, run_id=job.run_id, channel=job.channel,
-                 attempt=job.attempts + 1, parts=len(parts))
+    ctx.log.info("delivery.sent", **_log_fields(job), attempt=job.attempts + 1, parts=len(parts))
+
+
+def _log_fields(job: DeliveryJob) -> dict[str, Any]:
+    """What every line about a delivery carries (operations.md §2)."""
+    return {"delivery_id": job.delivery_id, "run_id": job.run_id, "agent_id": job.agent_id,
+            "session_key": job.session_key, "channel": job.channel}
 
 
 async def _failed(ctx: DeliveryContext, job: DeliveryJob, exc: DeliveryError, done: int, committed: int,
@@ -152,12 +161,11 @@ async def _failed(ctx: DeliveryContext, job: DeliveryJob, exc: DeliveryError, do
         if summary is not None:
             tx.queue_system_event(f"agent:{target_agent}:main", target_agent, summary, now, wake)
 
+    ctx.settling()
     await ctx.store.flow_write(commit)
     if dead:
         ctx.metrics.deliveries.labels(job.channel, "dead").inc()
-        ctx.log.warning("delivery.dead", delivery_id=job.delivery_id, run_id=job.run_id, channel=job.channel,
-                        attempts=attempts, error=exc.message, http_status=exc.http_status)
+        ctx.log.warning("delivery.dead", **_log_fields(job), attempts=attempts, error=exc.message, http_status=exc.http_status)
     else:
         ctx.metrics.deliveries.labels(job.channel, "retry").inc()
-        ctx.log.info("delivery.retry", delivery_id=job.delivery_id, run_id=job.run_id, channel=job.channel,
-                     attempts=attempts, next_attempt_at=next_at, error=exc.message, http_status=exc.http_status)
+        ctx.log.info("delivery.retry", **_log_fields(job), attempts=attempts, next_attempt_at=next_at, error=exc.message, http_status=exc.http_status)

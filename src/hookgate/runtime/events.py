@@ -11,7 +11,8 @@ _TAG_REPLACEMENT = {
     "assistant": "(Assistant)",
     "internal": "(Internal)",
 }
-_SYSTEM_LINE = re.compile(r"^([ \t]*)(system):(?=\s|$)", re.IGNORECASE | re.MULTILINE)
+# a line starts where the renderer starts one (``prompts.render_events``): after \n, \r or \r\n
+_SYSTEM_LINE = re.compile(r"(?:\A|(?<=[\r\n]))([ \t]*)(system):(?=\s|\Z)", re.IGNORECASE)
 
 MAX_PENDING_EVENTS = 20
 

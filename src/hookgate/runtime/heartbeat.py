@@ -25,16 +25,18 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     def next_due(now: int) -> int | None:
         return now + every_ms if every_ms else None
 
-    def read(tx: RuntimeTx) -> tuple[list[tuple[int, int, str]], list[tuple[str, str]]]:
-        return tx.pending_events(session), tx.transcript_tail(session, settings.agents.history_messages)
+    def read(tx: RuntimeTx) -> tuple[list[tuple[int, int, str]], list[tuple[str, str]], int]:
+        # one snapshot: the wake requests pending now are the ones whose events this turn sees
+        return (tx.pending_events(session), tx.transcript_tail(session, settings.agents.history_messages),
+                tx.last_pending_heartbeat_request(agent_id))
 
-    events, history = await ctx.store.flow_read(read, small=True)
+    events, history, answered_upto = await ctx.store.flow_read(read, small=True)
     tz = settings.agents.envelope_timezone
     rendered = render_events([(created, text) for _, created, text in events], tz)
     if heartbeat_skipped(rendered, agent.heartbeat.prompt):
         now = ctx.clock.now_ms()
         await ctx.store.flow_write(
-            lambda tx: tx.finish_heartbeat(agent_id, next_due(now), started_ms, now))
+            lambda tx: tx.finish_heartbeat(agent_id, next_due(now), answered_upto, now))
         ctx.metrics.heartbeats.labels("skipped").inc()
         ctx.log.info("heartbeat.skipped", agent_id=agent_id)
         return
@@ -71,7 +73,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
             tx.consume_events(seqs, run_id, now)
         else:
             dropped = tx.fail_events(seqs, MAX_FAILED_TURNS, now)
-        tx.finish_heartbeat(agent_id, next_due(now), started_ms, now)
+        tx.finish_heartbeat(agent_id, next_due(now), answered_upto, now)
         tx.insert_finished_run(run_record, session_id, result.status, result.reply, result.error, now)
         if record is not None:
             tx.record_delivery(record, now)

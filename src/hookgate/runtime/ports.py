@@ -6,7 +6,7 @@ an executed task's run updates the task in the same transaction). ``Store.flow_w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from hookgate.flows.ports import FlowTx
@@ -14,8 +14,10 @@ from hookgate.store.base import DeliveryJob, DeliveryRecord, NewRun
 
 
 class RuntimeTx(FlowTx, Protocol):
-    def claim_runs(self, instance: str, now_ms: int, lease_until: int, limit: int) -> list[str]:
-        """Lease due runs, oldest first: queued ones keep their attempt, expired running ones get the next."""
+    def claim_runs(self, instance: str, now_ms: int, lease_until: int, limit: int,
+                   skip: Collection[str] = ()) -> list[str]:
+        """Lease due runs, oldest first: queued ones keep their attempt, expired running ones get the
+        next. ``skip``: runs this process still executes (their lease expired under it)."""
 
     def renew_run_lease(self, run_id: str, instance: str, lease_until: int) -> bool: ...
 
@@ -45,7 +47,8 @@ class RuntimeTx(FlowTx, Protocol):
 
     def claim_heartbeats(self, instance: str, now_ms: int, lease_until: int) -> list[str]: ...
 
-    def finish_heartbeat(self, agent_id: str, next_due: int | None, started_ms: int, now_ms: int) -> None: ...
+    def last_pending_heartbeat_request(self, agent_id: str) -> int: ...
+    def finish_heartbeat(self, agent_id: str, next_due: int | None, answered_upto: int, now_ms: int) -> None: ...
 
     def pending_events(self, session_key: str) -> list[tuple[int, int, str]]:
         """(seq, createdAt, text) of the session's pending events in sequence order."""
@@ -66,8 +69,10 @@ class RuntimeTx(FlowTx, Protocol):
         """The run's deliveries with their attempts, for ``runs show``."""
 
     # delivery jobs (model.md §10.4, operations.md §4.4)
-    def claim_deliveries(self, instance: str, now_ms: int, lease_until: int, limit: int) -> list[str]:
-        """Lease due deliveries: only the oldest pending one of each (channel, target)."""
+    def claim_deliveries(self, instance: str, now_ms: int, lease_until: int, limit: int,
+                         skip: Collection[str] = ()) -> list[str]:
+        """Lease due deliveries: only the oldest pending one of each (channel, target); ``skip`` as
+        for runs."""
 
     def renew_delivery_lease(self, delivery_id: str, instance: str, lease_until: int) -> bool: ...
 
@@ -90,7 +95,8 @@ class RuntimeTx(FlowTx, Protocol):
     def due_deliveries(self, now_ms: int) -> int:
         """Pending deliveries due by ``now_ms`` and not leased."""
 
-    def next_delivery_due(self) -> int | None: ...
+    def next_job_due(self, now_ms: int) -> int | None:
+        """The next delivery retry or heartbeat turn due after ``now_ms`` (``None``: none)."""
 
     def delete_finished_deliveries(self, updated_before_ms: int) -> int: ...
 

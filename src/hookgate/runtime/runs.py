@@ -93,13 +93,14 @@ async def execute_run(ctx: RunContext, run_id: str) -> None:
     if run is None or run.status != "running":
         return
     started = time.monotonic()
+    known = run_log_fields(run)
     if run.attempt > MAX_ATTEMPTS:
         result = CallResult("lost", error=LOST_ERROR)
-        ctx.log.warning("run.lost", run_id=run.run_id, agent_id=run.agent_id)
+        ctx.log.warning("run.lost", **known)
     else:
         if run.attempt > 1:
-            ctx.log.info("run.resumed", run_id=run.run_id, attempt=run.attempt)
-        ctx.log.info("run.started", run_id=run.run_id, kind=run.kind, agent_id=run.agent_id, attempt=run.attempt)
+            ctx.log.info("run.resumed", **known, attempt=run.attempt)
+        ctx.log.info("run.started", **known, kind=run.kind, attempt=run.attempt)
         result = await (_call_for_task(ctx, run) if run.kind == "task" else _call_for(ctx, run))
     if run.kind == "task":
         await complete_task_run(ctx, run, result)
@@ -109,8 +110,18 @@ async def execute_run(ctx: RunContext, run_id: str) -> None:
     agent = agent_of(ctx.settings, run.agent_id)
     ctx.metrics.runs.labels(run.kind, result.status).inc()
     ctx.metrics.run_duration.labels(run.kind, str(agent.runtime.get("kind", "echo"))).observe(elapsed)
-    ctx.log.info("run.finished", run_id=run.run_id, status=result.status, duration_ms=round(elapsed * 1000, 1),
+    ctx.log.info("run.finished", **known, status=result.status, duration_ms=round(elapsed * 1000, 1),
                  model=result.model, wrap=run.inputs.get("wrap"))
+
+
+def run_log_fields(run: RunRecord) -> dict[str, Any]:
+    """What every line about a run carries (operations.md §2: ``run_id``, ``agent_id``,
+    ``session_key``, and a task run's ``task_id`` and ``flow_id``)."""
+    known: dict[str, Any] = {"run_id": run.run_id, "agent_id": run.agent_id, "session_key": run.session_key}
+    if run.kind == "task":
+        known["task_id"] = run.inputs.get("taskId")
+        known["flow_id"] = run.inputs.get("flowId")
+    return known
 
 
 async def _call_for(ctx: RunContext, run: RunRecord) -> CallResult:
@@ -125,7 +136,7 @@ async def _call_for(ctx: RunContext, run: RunRecord) -> CallResult:
     )
     patterns = suspicious_patterns(str(inputs.get("message", "")))
     if patterns:
-        ctx.log.warning("hook.suspicious_content", run_id=run.run_id, count=len(patterns), patterns=patterns)
+        ctx.log.warning("hook.suspicious_content", **run_log_fields(run), count=len(patterns), patterns=patterns)
     timeout_s = int(inputs.get("timeoutSeconds") or agent.timeout_seconds)
     return await call_agent(
         ctx, agent, kind="hook", run_id=run.run_id, session_key=run.session_key, prompt=prompt,

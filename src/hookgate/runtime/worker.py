@@ -136,13 +136,20 @@ class Worker:
         """Stop claiming; give running jobs ``timeout`` seconds, then abort and release them."""
         self._stopping = True
         self._wake.set()
+        deadline = asyncio.get_running_loop().time() + timeout  # one budget for the tick and the jobs
         if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+            # Not cancelled in the middle of a tick: a claim waiting for the writer still commits, and
+            # the tick then gives back what it claimed (``_tick``). Cancelled only if it hangs.
+            try:
+                await asyncio.wait_for(asyncio.shield(self._loop_task), timeout)
+            except (TimeoutError, HookgateError):
+                self._loop_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, HookgateError):
+                    await self._loop_task
         jobs = [*self._running.values(), *self._heartbeats.values(), *self._deliveries.values()]
         if jobs:
-            _, pending = await asyncio.wait(jobs, timeout=timeout)
+            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+            _, pending = await asyncio.wait(jobs, timeout=remaining)
             for task in pending:
                 task.cancel()
             if pending:
@@ -164,7 +171,7 @@ class Worker:
             except HookgateError as exc:
                 self.log.warning("store.error", operation="worker.tick", error=exc.message)
             wait = POLL_SECONDS
-            if self._next_due is not None:  # a delivery retry due before the next poll
+            if self._next_due is not None:  # a delivery retry or a heartbeat due before the next poll
                 wait = min(wait, max(0.0, (self._next_due - self.clock.now_ms()) / 1000))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
@@ -179,13 +186,20 @@ class Worker:
 
         free_deliveries = DELIVERY_CONCURRENCY - len(self._deliveries)
 
+        # A job of this process whose lease expired (its renewal was held up, say by another process's
+        # write lock) is still running here: claiming it again would run it twice at once.
+        running, delivering = frozenset(self._running), frozenset(self._deliveries)
+
         def claim(tx: RuntimeTx) -> tuple[list[str], list[str], list[str]]:
-            runs = tx.claim_runs(self.instance, now, now + lease_ms, free) if free > 0 else []
-            deliveries = (tx.claim_deliveries(self.instance, now, now + lease_ms, free_deliveries)
+            runs = tx.claim_runs(self.instance, now, now + lease_ms, free, skip=running) if free > 0 else []
+            deliveries = (tx.claim_deliveries(self.instance, now, now + lease_ms, free_deliveries, skip=delivering)
                           if free_deliveries > 0 else [])
             return runs, tx.claim_heartbeats(self.instance, now, now + lease_ms), deliveries
 
         claimed, agents, deliveries = await self.store.flow_write(claim)
+        if self._stopping:  # shutdown began while the claim waited for the writer: give it all back
+            await self.store.flow_write(lambda tx: self._give_back(tx, claimed, deliveries, agents))
+            return
         for delivery_id in deliveries:
             self._deliveries[delivery_id] = asyncio.create_task(
                 self._guard(delivery_id, self._deliver(delivery_id), kind="delivery"))
@@ -198,7 +212,8 @@ class Worker:
             self._heartbeats[agent_id] = asyncio.create_task(
                 self._guard(agent_id, self._heartbeat(agent_id), kind="heartbeat")
             )
-        self._next_due = await self.store.flow_read(lambda tx: tx.next_delivery_due(), small=True)
+        now = self.clock.now_ms()
+        self._next_due = await self.store.flow_read(lambda tx: tx.next_job_due(now), small=True)
         mono = self.clock.monotonic()
         if mono >= self._backlog_at:
             # Counting a backlog reads every queued row: once a second, not once per finished run
@@ -210,6 +225,16 @@ class Worker:
             self.metrics.queue_backlog.labels("runs").set(runs_backlog)
             self.metrics.queue_backlog.labels("deliveries").set(deliveries_backlog)
             self.metrics.queue_backlog.labels("heartbeats").set(heartbeats_backlog)
+
+    def _give_back(self, tx: RuntimeTx, runs: list[str], deliveries: list[str], agents: list[str]) -> None:
+        now = self.clock.now_ms()
+        for run_id in runs:
+            tx.release_run(run_id, self.instance, now)
+        for delivery_id in deliveries:
+            tx.release_delivery(delivery_id, self.instance)
+        for agent_id in agents:
+            if agent_id not in self._heartbeats:  # a turn of this process still runs: drain settles it
+                tx.release_heartbeat(agent_id, self.instance)
 
     async def _guard(self, key: str, job: Awaitable[None], kind: str) -> None:
         jobs = {"run": self._running, "heartbeat": self._heartbeats, "delivery": self._deliveries}[kind]
@@ -248,7 +273,8 @@ class Worker:
 
     def delivery_context(self) -> DeliveryContext:
         return DeliveryContext(settings=self.settings(), store=self.store, clock=self.clock, metrics=self.metrics,
-                               instance=self.instance, adapter_for=self.adapter_for, log=self.log)
+                               instance=self.instance, adapter_for=self.adapter_for, log=self.log,
+                               settling=self._wake.set)
 
     def context(self) -> RunContext:
         return RunContext(settings=self.settings(), store=self.store, clock=self.clock, metrics=self.metrics,

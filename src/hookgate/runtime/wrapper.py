@@ -11,7 +11,7 @@ letters and angle-bracket look-alikes mapped to ASCII) and replaces the matching
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hookgate.clock import random_bytes
 from hookgate.runtime.events import sanitize_system_text
@@ -126,13 +126,16 @@ SUSPICIOUS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("role_change", re.compile(r"you\s+are\s+now\s+(a|an)\s+", _I)),
     ("new_instructions", re.compile(r"new\s+instructions?:", _I)),
-    ("system_override", re.compile(r"system\s*:?\s*(prompt|override|command)", _I)),
-    ("exec_command", re.compile(r"\bexec\b.*command\s*=", _I)),
+    # (?:\s*:\s*|\s*) is \s*:?\s* without two quantifiers over one run of spaces (quadratic)
+    ("system_override", re.compile(r"system(?:\s*:\s*|\s*)(prompt|override|command)", _I)),
+    # the first exec of a line is the one to test (atomic: never retried at every later exec)
+    ("exec_command", re.compile(r"^(?>[^\n]*?\bexec\b)[^\n]*command\s*=", _I | re.MULTILINE)),
     ("elevated", re.compile(r"elevated\s*=\s*true", _I)),
     ("rm_rf", re.compile(r"rm\s+-rf", _I)),
     ("delete_all", re.compile(r"delete\s+all\s+(emails?|files?|data)", _I)),
     ("system_tag", re.compile(r"</?system>", _I)),
-    ("role_injection", re.compile(r"\]\s*\n\s*\[?(system|assistant|user)\]?:", _I)),
+    # "]", a run of whitespace holding a newline, the tag: \s*\n\s* backtracked quadratically
+    ("role_injection", re.compile(r"\](?=\s*\n)\s*\[?(system|assistant|user)\]?:", _I)),
     ("bracketed_tag", re.compile(r"\[\s*(system\s+message|system|assistant|internal)\s*\]", _I)),
     ("system_line", re.compile(r"^[ \t]*System:[ \t]", _I | re.MULTILINE)),
 )
@@ -148,7 +151,37 @@ def _replace_spoofed_markers_once(content: str) -> str | None:
     folded = fold_markers(content)
     if _PHRASE.search(folded) is None:
         return None
-    matches = list(_MARKER.finditer(folded))
+    return _replace_folded(content, _MARKER, lambda m: END_MARKER_SANITIZED if m.group(1) else MARKER_SANITIZED,
+                           folded)
+
+
+MAX_MARKER_PASSES = 3
+
+
+def replace_spoofed_markers(content: str) -> str:
+    """§7.4 step 1, until the folded text holds no marker.
+
+    A single pass suffices for all but nested inputs (a marker hidden in another marker's ``id``
+    that only becomes well-formed once the inner one is replaced). Each level of nesting would cost
+    another pass over the whole text (a 240 KB body of nested markers took 79 s), so after
+    ``MAX_MARKER_PASSES`` passes every remaining ``external untrusted content`` phrase is replaced
+    instead, in one more pass: without the phrase no marker can match.
+    """
+    for _ in range(MAX_MARKER_PASSES):
+        replaced = _replace_spoofed_markers_once(content)
+        if replaced is None:
+            return content
+        content = replaced
+    return _replace_folded(content, _PHRASE, lambda _match: MARKER_SANITIZED) or content
+
+
+def _replace_folded(content: str, pattern: re.Pattern[str], replacement: Callable[[re.Match[str]], str],
+                    folded: str | None = None) -> str | None:
+    """Every match of ``pattern`` in the folded text (``folded``, when the caller has it) replaced in
+    the original; ``None``: no match."""
+    if folded is None:
+        folded = fold_markers(content)
+    matches = list(pattern.finditer(folded))
     if not matches:
         return None
     index: Sequence[int]
@@ -162,22 +195,10 @@ def _replace_spoofed_markers_once(content: str) -> str | None:
         start = index[match.start()]
         last = index[match.end() - 1]
         parts.append(content[cursor:start])
-        parts.append(END_MARKER_SANITIZED if match.group(1) else MARKER_SANITIZED)
+        parts.append(replacement(match))
         cursor = last + 1
     parts.append(content[cursor:])
     return "".join(parts)
-
-
-def replace_spoofed_markers(content: str) -> str:
-    """§7.4 step 1, repeated until the folded text holds no marker.
-
-    A single pass suffices for all but nested inputs (a marker hidden in another marker's ``id``
-    that only becomes well-formed once the inner one is replaced); every pass shortens the text, so
-    the loop ends.
-    """
-    while (replaced := _replace_spoofed_markers_once(content)) is not None:
-        content = replaced
-    return content
 
 
 def remove_special_tokens(content: str) -> str:
@@ -211,12 +232,12 @@ def wrap_external(
 ) -> str:
     """The wrapped prompt of hooks.md §7.2, byte for byte (no trailing newline).
 
-    ``received`` is an already formatted envelope time. ``name`` gets the system-tag sanitiser and,
-    because run names and task labels come from requests too, the §7.4 sanitiser, so the result holds
-    exactly one real start marker and one real end marker.
+    ``received`` is an already formatted envelope time. ``name`` gets the system-tag sanitiser (§7.2)
+    and, because run names and task labels come from requests too, the marker replacement of §7.4, so
+    the result holds exactly one real start marker and one real end marker.
     """
     marker = new_marker_id() if marker_id is None else marker_id
-    safe_name = sanitize_external(sanitize_system_text(name))
+    safe_name = replace_spoofed_markers(sanitize_system_text(name))
     return (
         f"Task: {safe_name} | Job ID: {job_id} | Received: {received}\n"
         "\n"

@@ -29,7 +29,7 @@ def constant_time_equal(presented: bytes, expected: bytes) -> bool:
 def _any_secret(presented: str | None, secrets: tuple[str, ...]) -> bool:
     if not presented:
         return False
-    given = presented.encode("utf-8")
+    given = presented.encode("utf-8", "surrogateescape")
     matched = False
     for secret in secrets:  # try every secret: the time does not tell which one matched
         matched |= constant_time_equal(given, secret.encode("utf-8"))
@@ -114,7 +114,7 @@ def check_body(auth: RouteAuthSettings, pending: PendingSignature, body: bytes) 
             expected = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest().encode()
             matched |= constant_time_equal(given, expected)
         return matched
-    signed = f"{pending.webhook_id}.{pending.timestamp}.".encode() + body
+    signed = f"{pending.webhook_id}.{pending.timestamp}.".encode("utf-8", "surrogateescape") + body
     entries = [e.split(",", 1)[1] for e in pending.signature.split() if e.startswith("v1,")]
     for secret in auth.secrets:
         expected = base64.b64encode(hmac.new(standard_webhooks_key(secret), signed, hashlib.sha256).digest())

@@ -20,6 +20,7 @@ from hookgate.flows.model import Task
 from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.ports import FlowTx, StoredResponse
 from hookgate.flows.rules import DAY_MS, LINEAGE_MAX_STEPS, Retention, TaskChange, child_session_verdict
+from hookgate.runtime.events import sanitize_system_text
 from hookgate.store.base import NewRun, Store
 from hookgate.webhooks import schema as s
 
@@ -174,7 +175,8 @@ class FlowService:
         known, _ = tx.session_parent(session)
         if not known:
             tx.record_child_session(session, route.session_key, agent, now)
-        run = NewRun(run_id=new_id(), kind="task", agent_id=agent, session_key=session, name=task.label or "Task",
+        run = NewRun(run_id=new_id(), kind="task", agent_id=agent, session_key=session,
+                     name=sanitize_system_text(task.label or "Task"),  # model.md §5.1: the sanitised name
                      inputs={"taskId": task.task_id, "flowId": task.parent_flow_id, "wrap": True,
                              "externalContentSource": "webhook", "deliver": False, "wakeMode": "now"},
                      created_at=now)

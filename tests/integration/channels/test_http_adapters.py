@@ -534,3 +534,16 @@ async def test_file_os_error_is_final(tmp_path: Path) -> None:
     assert info.value.message == "file: Is a directory"
     assert sent.calls == []
 
+
+
+async def test_a_request_the_client_refuses_to_send_is_not_retried(fake_api: FakeApi, http: httpx.AsyncClient) -> None:
+    """A header httpx will not put on the wire (config validation refuses such headers; this is the
+    adapter's own guard): no request leaves, and retrying could never succeed — dead, not retry."""
+    case = CASE["webhook"]
+    options = case.options(fake_api.url)
+    options["headers"] = {"X Team": "ops"}
+    adapter = HTTP_ADAPTERS["webhook"](settings("webhook", options, {}), http, clock=lambda: NOW)
+    exc, sent = await failing_send(adapter, case, ["hi"])
+    assert not exc.retryable and exc.http_status is None
+    assert exc.message == "webhook: request refused by the HTTP client"
+    assert fake_api.requests == [] and sent.calls == []

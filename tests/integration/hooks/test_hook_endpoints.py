@@ -28,9 +28,11 @@ def events(gw: RunningGateway) -> list[tuple[str, str, str]]:
 
 
 def runs(gw: RunningGateway) -> list[dict[str, Any]]:
+    """The runs /hooks/agent started: a finished run's summary wakes the main session (wakeMode now),
+    so a heartbeat run may join them at any moment and is not counted here."""
     with db(gw) as conn:
         conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY created_at")]
+        return [dict(r) for r in conn.execute("SELECT * FROM runs WHERE kind = 'hook' ORDER BY created_at")]
 
 
 def exact(resp: Any, status: int, body: str) -> None:
@@ -212,6 +214,17 @@ def test_invalid_utf8_and_json(gateway: RunningGateway) -> None:
         r = c.post("/hooks/wake", content="\ufeff  {\"text\":\"bom\"}\n".encode(),
                    headers={**AUTH, "content-type": "text/plain"})
         assert r.status_code == 200
+
+
+def test_json_nested_deeper_than_the_limit_is_invalid(gateway: RunningGateway) -> None:
+    """RFC 8259 §9 lets a parser limit nesting: 128 levels are a payload, deeper is ``invalid JSON``
+    (a 400, never the 500 of a recursion error), whatever the depth."""
+    with gateway.client() as c:
+        ok = c.post("/hooks/wake", content=b'{"text":"deep","x":' + b"[" * 127 + b"]" * 127 + b"}", headers=AUTH)
+        assert ok.status_code == 200, ok.text
+        for depth in (129, 1000, 100_000):
+            r = c.post("/hooks/agent", content=b"[" * depth + b"]" * depth, headers=AUTH)
+            exact(r, 400, '{"ok":false,"error":"invalid JSON: JSON nested deeper than 128 levels"}')
 
 
 def _post_raw(path: str, body: bytes, *, chunked: bool = False, token: str = "hook-secret",
@@ -442,3 +455,17 @@ def test_non_ascii_token_compared_as_utf8_bytes(gateway_factory: GatewayFactory,
         assert data.startswith(b"HTTP/1.1 200 "), data
         data, _ = raw_request(gw.port, head.replace(token.encode(), token.encode() + "и".encode()) + body)
         assert data.startswith(b"HTTP/1.1 401 ")
+
+
+def test_token_is_compared_with_the_bytes_sent(gateway_factory: GatewayFactory) -> None:
+    """hooks.md §2 step 5 compares UTF-8 bytes: ``tok\\xffen`` must not pass for the token
+    ``tok\ufffden`` (UTF-8 ``tok\\xef\\xbf\\xbden``) by way of a decode that turns \\xff into U+FFFD."""
+    token = "tok\ufffden"
+    gw = gateway_factory(hooks_config(token=token), args=("--no-worker",))
+    body = b'{"text":"x"}'
+    for header in (b"Authorization: Bearer ", b"X-Hookgate-Token: "):
+        for sent, status in ((b"tok\xffen", b"401"), (token.encode(), b"200")):
+            head = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\n" + header + sent +
+                    b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n")
+            data, _ = raw_request(gw.port, head + body)
+            assert data.startswith(b"HTTP/1.1 " + status + b" "), (header, sent, data[:100])

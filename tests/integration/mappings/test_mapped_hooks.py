@@ -89,7 +89,7 @@ def test_mapped_routes(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
         r2 = c.post("/hooks/gh", json={"source": "github", "repo": "octo", "number": 7}, headers=h)
         assert r1.status_code == 200 and r1.json() == r2.json()
         with db(gw) as conn:
-            rows = list(conn.execute("SELECT session_key, inputs FROM runs"))
+            rows = list(conn.execute("SELECT session_key, inputs FROM runs WHERE kind = 'hook'"))
         assert len(rows) == 1 and rows[0][0] == "agent:main:hook:gh:octo"
         inputs = json.loads(rows[0][1])
         assert inputs["message"] == "PR 7" and inputs["wrap"] is True and inputs["externalContentSource"] == "webhook"
@@ -152,7 +152,8 @@ def test_transform_reloads_after_edit(gateway_factory: GatewayFactory, tmp_path:
         f.unlink()
         exact(c.post("/hooks/t", json={}, headers=AUTH), 500, '{"ok":false,"error":"hook mapping failed"}')
     with db(gw) as conn:
-        messages = {run_id: json.loads(raw)["message"] for run_id, raw in conn.execute("SELECT run_id, inputs FROM runs")}
+        messages = {run_id: json.loads(raw)["message"] for run_id, raw in conn.execute(
+            "SELECT run_id, inputs FROM runs WHERE kind = 'hook'")}
     assert messages[r.json()["runId"]] == "v1 a 2"
     assert messages[r2.json()["runId"]] == "v2  3"
 

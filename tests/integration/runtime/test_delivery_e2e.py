@@ -127,3 +127,28 @@ def test_console_and_file_channels(gateway_factory: GatewayFactory, receiver: Re
     assert out[0] == {"channel": "console", "to": "ops", "text": "echo: to the console", "runId": second,
                       "agentId": "main"}
     assert "to the console" not in gw.stderr() and "to the file" not in gw.stderr()  # texts never logged
+
+
+def _store_commits(gw: RunningGateway) -> float:
+    with gw.client() as c:
+        text = c.get("/metrics").text
+    return float(next(line.rsplit(" ", 1)[1] for line in text.splitlines()
+                      if line.startswith('hookgate_store_commit_seconds_count{backend="sqlite"}')))
+
+
+def test_a_delivery_waiting_behind_one_in_flight_does_not_spin_the_worker(gateway_factory: GatewayFactory,
+                                                                         receiver: Receiver) -> None:
+    """The second delivery to a target is due but waits for the first (one at a time per target). The
+    worker once counted it as "due now" and ticked without pause — ~6 000 write transactions a second —
+    for as long as the first was in flight. It now waits for the first one's end (or its poll)."""
+    receiver.delay = 3.0
+    gw = gateway_factory(config(receiver.url + "/in"))
+    first = post_agent(gw, message="one", channel="webhook", to="room")
+    second = post_agent(gw, message="two", channel="webhook", to="room")
+    wait_for(lambda: len(receiver.received) == 1)  # the first is in flight for 3 s
+    before = _store_commits(gw)
+    time.sleep(1.5)
+    during = _store_commits(gw) - before
+    assert during < 20, f"{during:.0f} commits in 1.5 s while nothing could be claimed"
+    wait_for(lambda: len(receiver.received) == 2, timeout=15)
+    assert [body["runId"] for _, _, body in receiver.received] == [first, second]

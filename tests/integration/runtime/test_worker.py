@@ -6,46 +6,13 @@ import concurrent.futures
 import json
 import signal
 import socket
-import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
-
-
-def db(gw: RunningGateway) -> sqlite3.Connection:
-    conn = sqlite3.connect(gw.workdir / "hookgate.db")
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
-def run_row(gw: RunningGateway, run_id: str) -> dict[str, Any]:
-    with db(gw) as conn:
-        row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    return dict(row) if row else {}
-
-
-def events(gw: RunningGateway) -> list[dict[str, Any]]:
-    with db(gw) as conn:
-        return [dict(r) for r in conn.execute("SELECT * FROM system_events ORDER BY seq")]
-
-
-def post_agent(gw: RunningGateway, **body: Any) -> str:
-    with gw.client() as c:
-        r = c.post("/hooks/agent", json=body, headers=AUTH)
-    assert r.status_code == 200, r.text
-    return str(r.json()["runId"])
-
-
-def config(**extra: Any) -> dict[str, Any]:
-    cfg = hooks_config()
-    cfg["channels"] = {"console": {}}
-    cfg["storage"]["leaseSeconds"] = 1
-    for key, value in extra.items():
-        cfg[key] = {**cfg.get(key, {}), **value}
-    return cfg
+from gateway import AUTH, GatewayFactory, RunningGateway, wait_for
+from workerkit import config, db, events, post_agent, run_row
 
 
 def test_hook_run_summary_then_heartbeat_consumes_it(gateway_factory: GatewayFactory) -> None:

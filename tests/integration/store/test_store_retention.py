@@ -93,7 +93,8 @@ async def test_consumed_and_dropped_events_and_consumed_wake_requests_are_swept(
     assert len(pending) == 20
     # a heartbeat turn consumed the 12 oldest pending events and the wake requests made before it
     await store.flow_write(lambda tx: tx.consume_events([seq for seq, _, _ in pending[:12]], "turn", old + 100))
-    await store.flow_write(lambda tx: tx.finish_heartbeat("main", None, old + 100, old + 100))
+    upto = await store.flow_read(lambda tx: tx.last_pending_heartbeat_request("main"))
+    await store.flow_write(lambda tx: tx.finish_heartbeat("main", None, upto, old + 100))
     assert count(db, "SELECT count(*) FROM heartbeat_requests WHERE consumed = 1") >= 1
     # a recent consumed event and a recent wake request stay
     await store.queue_system_event(session_key=MAIN, agent_id="main", text="recent", now_ms=NOW - 1000,

@@ -60,6 +60,8 @@ def pipeline_config() -> dict[str, Any]:
         "inf": ci_route(path="/plugins/webhooks/inf", limits={"maxInFlight": 2, "maxBodyBytes": 64}),
         "off": ci_route(path="/plugins/webhooks/off", enabled=False),
         "utf": ci_route(path="/plugins/webhooks/utf", secret="pässwörd €"),
+        "fffd": ci_route(path="/plugins/webhooks/fffd", secret="tok\ufffden"),
+        "umlaut": ci_route(path="/plugins/webhooks/straße"),  # ß: Unicode case folding makes it "ss"
         " dflt ": {"sessionKey": "agent:ops:main", "secret": SECRET},  # id trimmed, default path and controller
     }
     return webhooks_config(routes, limits={"rateLimit": {"windowSeconds": 60, "maxRequests": 1000}},
@@ -108,6 +110,19 @@ def test_route_matching_ignores_case_one_trailing_slash_dot_segments_and_query(g
         r = post(c, path)
     assert r.status_code == 200, r.text
     assert r.json()["routeId"] == "ci"
+
+
+def test_route_matching_folds_only_ascii_case(gw: RunningGateway) -> None:
+    """§1.4 "ignoring ASCII case", no decoding: ß is not "ss" (``str.casefold`` would make it so), and
+    a percent-escape is not the character it encodes. (A raw non-ASCII byte in the target is refused
+    by the HTTP parser: the JSON 400 of README §5.)"""
+    body = dumps(CREATE).encode()
+    for target, status in ((b"/plugins/webhooks/strasse", 404), (b"/plugins/webhooks/STRASSE", 404),
+                           (b"/plugins/webhooks/stra%C3%9Fe", 404), (b"/plugins/webhooks/stra\xc3\x9fe", 400)):
+        raw = raw_post(CI_PATH, body).replace(CI_PATH.encode(), target, 1)
+        got, _, data = split_response(raw_request(gw.port, raw)[0])
+        assert got == status, (target, data)
+        assert data == (NOT_FOUND if status == 404 else b'{"ok":false,"error":"Bad Request"}')
 
 
 def test_default_path_and_controller(gw: RunningGateway) -> None:
@@ -370,6 +385,18 @@ def test_non_ascii_secret_is_compared_as_utf8_bytes(gw: RunningGateway) -> None:
             assert got == status, (presented, name, data)
 
 
+def test_secret_is_compared_with_the_bytes_sent(gw: RunningGateway) -> None:
+    """Bytes that are not UTF-8 are not turned into U+FFFD before the comparison: ``tok\\xffen`` is not
+    the secret ``tok\ufffden`` (whose UTF-8 is ``tok\\xef\\xbf\\xbden``)."""
+    body = dumps(CREATE).encode()
+    for presented, status in ((b"tok\xffen", 401), ("tok\ufffden".encode(), 200)):
+        for name in (b"Authorization: Bearer ", b"x-hookgate-webhook-secret: "):
+            raw = raw_post("/plugins/webhooks/fffd", body).replace(f"Authorization: Bearer {SECRET}".encode(),
+                                                                    name + presented)
+            got, _, data = split_response(raw_request(gw.port, raw)[0])
+            assert got == status, (presented, name, data)
+
+
 def test_auth_comes_before_the_body(gw: RunningGateway) -> None:
     with gw.client() as c:
         r = post(c, "/plugins/webhooks/small", b"x" * 100, headers={"Authorization": "Bearer wrong"})
@@ -478,6 +505,11 @@ def test_body_timeout_is_for_the_whole_body(gw: RunningGateway) -> None:
     b'{"action":"create_flow","goal":"g","stateJson":[-9223372036854775809]}',
     b'{"action":"create_flow","goal":"g","stateJson":{"a":{"b":123456789012345678901234567890}}}',
     b'{"action":"create_flow","goal":"g","stateJson":NaN}',
+    # deeper than jsonbody.MAX_DEPTH (128 levels, the body object being the first): RFC 8259 §9 allows a limit
+    b'{"action":"create_flow","goal":"g","stateJson":' + b"[" * 128 + b"1" + b"]" * 128 + b"}",
+    b'{"action":"create_flow","goal":"g","stateJson":' + b"[" * 900 + b"1234567890123456789" + b"]" * 900 + b"}",
+    b'{"action":"create_flow","goal":"g","stateJson":' + b"[" * 900 + b"9223372036854775808" + b"]" * 900 + b"}",
+    b"[" * 5000 + b"]" * 5000,
 ])
 def test_invalid_request_body(gw: RunningGateway, body: bytes) -> None:
     with gw.client() as c:
@@ -491,6 +523,19 @@ def test_int64_bounds_and_large_floats_are_valid_json(gw: RunningGateway) -> Non
     assert r.status_code == 200, r.text
     assert '"stateJson":{"max":9223372036854775807,"min":-9223372036854775808,"s":"ü €","f":'.encode() in r.content
     assert r.json()["result"]["flow"]["stateJson"]["f"] == 1e300
+
+
+def test_nesting_up_to_the_limit_is_valid_and_reads_back(gw: RunningGateway) -> None:
+    """128 levels in all (the body object and 127 arrays) are accepted, stored and read back whole."""
+    state = 9223372036854775807
+    for _ in range(127):
+        state = [state]
+    with gw.client() as c:
+        r = post(c, CI_PATH, {"action": "create_flow", "goal": "g", "stateJson": state})
+        assert r.status_code == 200, r.text
+        flow_id = r.json()["result"]["flow"]["flowId"]
+        got = post(c, CI_PATH, {"action": "get_flow", "flowId": flow_id})
+    assert got.status_code == 200 and got.json()["result"]["flow"]["stateJson"] == state
 
 
 # --- step 9: strict action schema -----------------------------------------------------------------

@@ -252,6 +252,20 @@ def test_channels_schema(kit: Kit, tmp_path: Path) -> None:
     ]
 
 
+def test_configured_http_headers_must_be_sendable(kit: Kit) -> None:
+    """A header no HTTP client can send is a startup error, not a delivery retried until it is dead."""
+    webhook = {"url": "http://x", "headers": {"X Team": "ops", "X-Team": "équipe", "X-Line": "a\r\nb", "X-Ok": "v\t1"}}
+    runtime = {"kind": "openai", "model": "m", "headers": {"Bad:Name": "x"}}
+    assert kit.errors({"channels": {"webhook": webhook}, "agents": {"list": [{"id": "main", "runtime": runtime}]}}) == [
+        "channels.webhook.headers.X Team: invalid HTTP header name",
+        "channels.webhook.headers.X-Team: invalid HTTP header value (printable ASCII only)",
+        "channels.webhook.headers.X-Line: invalid HTTP header value (printable ASCII only)",
+        "agents.list[0].runtime.headers.Bad:Name: invalid HTTP header name",
+    ]
+    ok = kit.load({"channels": {"webhook": {"url": "http://x", "headers": {"X-Ok": "v\t1", "x_b.c~": ""}}}})
+    assert ok.channels[0].options["headers"] == {"X-Ok": "v\t1", "x_b.c~": ""}
+
+
 def test_gateway_settings(kit: Kit, tmp_path: Path) -> None:
     s = kit.load(
         {"gateway": {"trustedProxies": ["10.0.0.0/8", "::1"], "auth": {"mode": "token", "token": " t "}}},

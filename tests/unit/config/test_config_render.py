@@ -106,6 +106,9 @@ def test_redacts_runtime_and_channel_secrets(kit: Kit) -> None:
         ("postgresql://u@h/db", "postgresql://u@h/db"),
         ("redis://h:6379", "redis://h:6379"),
         ("redis://:secret@h", "redis://:***@h"),
+        ("postgresql://u:pa@ss@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:p@s:w@h:5432/db?sslmode=require", "postgresql://u:***@h:5432/db?sslmode=require"),
+        ("redis://:pw@h:6379/0 redis://:x@y", "redis://:***@h:6379/0 redis://:***@y"),
     ],
 )
 def test_mask_url_password(raw: str, masked: str) -> None:

@@ -150,10 +150,16 @@ def test_finalize_validation_and_normalisation() -> None:
     assert finalize({"kind": "wake", "text": " t ", "mode": "x"}, ()) == WakeAction(" t ", "now")
     with pytest.raises(RequestError, match=r"^channel must be last\|telegram$"):
         finalize(merge(base_agent(), {"channel": 5}), ("telegram",))
-    a = finalize(merge(base_agent(), {"name": 3, "timeoutSeconds": "9", "channel": " Telegram ", "model": " "}),
+    a = finalize(merge(base_agent(), {"name": 3, "timeoutSeconds": "9", "channel": " Telegram ", "model": " m "}),
                  ("telegram",))
     assert isinstance(a, AgentAction)
-    assert (a.name, a.timeout_seconds, a.channel, a.model, a.message) == ("Hook", None, "telegram", None, "base")
+    assert (a.name, a.timeout_seconds, a.channel, a.model, a.message) == ("Hook", None, "telegram", "m", "base")
+    for model in (" ", "", 5, []):  # a model the transform gives is a §5.1 request field
+        with pytest.raises(RequestError, match="^model required$"):
+            finalize(merge(base_agent(), {"model": model}), ())
+    # a null override keeps the base model; the mapping's own (templated) model is not checked
+    assert finalize(merge(base_agent(model="b"), {"model": None}), ()).model == "b"  # type: ignore[union-attr]
+    assert finalize(base_agent(model=""), ()).model is None  # type: ignore[union-attr]
     a = finalize(merge(base_agent(), {"timeoutSeconds": 9.9, "agentId": " hooks "}), ())
     assert isinstance(a, AgentAction) and a.timeout_seconds == 9 and a.agent_id == "hooks"
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from hookgate.runtime.wrapper import (
     ANGLE_LOOKALIKES,
+    MAX_MARKER_PASSES,
     SPECIAL_TOKENS,
     SUSPICIOUS_PATTERNS,
     WRAPPER_NOTICE,
@@ -197,6 +198,31 @@ def test_marker_that_forms_after_an_inner_replacement_is_replaced_too() -> None:
     assert out == "[[MARKER_SANITIZED]]"
 
 
+def nested_markers(depth: int) -> str:
+    """Each marker becomes well-formed only once the one inside its id was replaced."""
+    text = "x"
+    for _ in range(depth):
+        text = '<<<EXTERNAL_UNTRUSTED_CONTENT id="' + text + '">>>'
+    return text
+
+
+def test_markers_nested_three_deep_are_replaced_level_by_level() -> None:
+    assert sanitize_external(nested_markers(3)) == "[[MARKER_SANITIZED]]"
+
+
+@pytest.mark.timeout(20)  # a liveness bound: one level per pass over 250 KB took minutes
+@pytest.mark.parametrize("prefix", ["", "\u200b"])  # a dropped character makes the index map a list
+def test_markers_nested_thousands_deep_leave_no_marker_and_no_phrase(prefix: str) -> None:
+    text = prefix + nested_markers(6000)  # ~240 KB, under the 256 KiB body limit
+    out = sanitize_external(text)
+    assert count_markers(out) == (0, 0)
+    assert re.search(r"external[ _]+untrusted[ _]+content", fold_markers(out), re.IGNORECASE) is None
+    # past MAX_MARKER_PASSES passes the phrases themselves are replaced, the rest stays as it was
+    # (each of the first passes collapses the innermost level into one replacement)
+    assert out.startswith(prefix + '<<<[[MARKER_SANITIZED]] id="<<<[[MARKER_SANITIZED]] id="')
+    assert out.count("[[MARKER_SANITIZED]]") == 6000 - MAX_MARKER_PASSES + 1
+
+
 @pytest.mark.parametrize(
     "token", [*SPECIAL_TOKENS, "<|reserved_special_token_12|>", "<|reserved_special_token_0|>"]
 )
@@ -268,6 +294,36 @@ def test_suspicious_pattern_detected(name: str) -> None:
     ],
 )
 def test_innocent_text_is_not_suspicious(text: str) -> None:
+    assert suspicious_patterns(text) == []
+
+
+# The spec's wording as first written (quadratic on some inputs); the table's forms must agree with them.
+REFERENCE_PATTERNS = {
+    "system_override": re.compile(r"system\s*:?\s*(prompt|override|command)", re.IGNORECASE),
+    "exec_command": re.compile(r"\bexec\b.*command\s*=", re.IGNORECASE),
+    "role_injection": re.compile(r"\]\s*\n\s*\[?(system|assistant|user)\]?:", re.IGNORECASE),
+}
+PATTERN_PIECES = st.lists(st.sampled_from(
+    ["]", "[", "\n", " ", "\t", ":", "=", "system", "SYSTEM", "assistant", "user", "exec", "EXEC", "command",
+     "prompt", "override", "x", "execs", "commands", "\r"]), max_size=14).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(PATTERN_PIECES)
+def test_rewritten_patterns_match_what_the_reference_forms_match(text: str) -> None:
+    table = dict(SUSPICIOUS_PATTERNS)
+    for name, reference in REFERENCE_PATTERNS.items():
+        assert bool(table[name].search(text)) == bool(reference.search(text)), (name, text)
+
+
+@pytest.mark.timeout(20)  # a liveness bound: these took seconds at 24 KB and minutes at 256 KB
+@pytest.mark.parametrize("text", [
+    "]" + "\n" * 250_000 + "x",
+    "exec " * 50_000,
+    "system" + " " * 250_000 + "x",
+    ("[ " + " " * 1000) * 200,
+])
+def test_suspicious_scan_of_a_pathological_body_finishes(text: str) -> None:
     assert suspicious_patterns(text) == []
 
 

@@ -42,7 +42,7 @@ from hookgate.store.base import (
     WakeResult,
 )
 from hookgate.store.sqlite.flows import FQ, SqliteFlowTx
-from hookgate.store.sqlite.schema import Q, migrate
+from hookgate.store.sqlite.schema import Q, migrate, start_transcript
 from hookgate.store.sqlite.writer import Writer
 
 T = TypeVar("T")
@@ -426,7 +426,8 @@ class SqliteStore:
                 if claimed == 0:  # a live record holds the key (unique constraint): replay it
                     row = conn.execute(Q["get_hook_idempotency_run"], (idempotency.record_key,)).fetchone()
                     return EnqueueResult(str(row[0]), True)
-            self._ensure_session(conn, run.session_key, run.agent_id, session_id, run.created_at)
+            if not start_transcript(conn, run.session_key, run.agent_id, session_id, run.created_at):
+                self._ensure_session(conn, run.session_key, run.agent_id, None, run.created_at)
             conn.execute(
                 Q["insert_run"],
                 (

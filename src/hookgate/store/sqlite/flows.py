@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +14,7 @@ from hookgate.flows.model import Flow, Task
 from hookgate.flows.ports import StoredResponse
 from hookgate.runtime.events import prepare_event_text
 from hookgate.store.base import DeliveryJob, DeliveryRecord, NewRun
-from hookgate.store.sqlite.schema import Q, parse_named_queries
+from hookgate.store.sqlite.schema import Q, parse_named_queries, start_transcript
 from hookgate.webhooks.schema import UNSET
 
 if TYPE_CHECKING:
@@ -203,8 +203,10 @@ class SqliteFlowTx:
         return None if row is None else _flow_from_row(row)
 
     # runs, transcripts, heartbeats (runtime.ports.RuntimeTx) -----------------------------------------
-    def claim_runs(self, instance: str, now_ms: int, lease_until: int, limit: int) -> list[str]:
-        ids = [r[0] for r in self._conn.execute(FQ["claimable_runs"], (now_ms, limit)).fetchall()]
+    def claim_runs(self, instance: str, now_ms: int, lease_until: int, limit: int,
+                   skip: Collection[str] = ()) -> list[str]:
+        rows = self._conn.execute(FQ["claimable_runs"], (now_ms, limit + len(skip))).fetchall()
+        ids = [r[0] for r in rows if r[0] not in skip][:limit]
         for run_id in ids:
             self._conn.execute(FQ["claim_run"], (run_id, instance, lease_until, now_ms))
         return ids
@@ -255,9 +257,13 @@ class SqliteFlowTx:
             self._conn.execute(FQ["claim_heartbeat"], (agent_id, instance, lease_until, now_ms))
         return agents
 
-    def finish_heartbeat(self, agent_id: str, next_due: int | None, started_ms: int, now_ms: int) -> None:
-        """Consume the wake requests the turn answered; later ones pull the next turn to end + 1 s."""
-        self._conn.execute(FQ["consume_heartbeat_requests"], (agent_id, started_ms, now_ms))
+    def last_pending_heartbeat_request(self, agent_id: str) -> int:
+        return int(self._conn.execute(FQ["last_pending_heartbeat_request"], (agent_id,)).fetchone()[0])
+
+    def finish_heartbeat(self, agent_id: str, next_due: int | None, answered_upto: int, now_ms: int) -> None:
+        """Consume the wake requests the turn answered (pending when it read its events: ids up to
+        ``answered_upto``); later ones pull the next turn to end + 1 s."""
+        self._conn.execute(FQ["consume_heartbeat_requests"], (agent_id, answered_upto, now_ms))
         later = self._conn.execute(Q["count_pending_heartbeat_requests"], (agent_id,)).fetchone()[0]
         if later:
             next_due = now_ms + 1000 if next_due is None else min(next_due, now_ms + 1000)
@@ -293,7 +299,9 @@ class SqliteFlowTx:
         self._conn.execute(FQ["set_run_started"], (run.run_id, run.created_at))  # a turn starts when created
 
     def enqueue_run(self, run: NewRun) -> None:
-        session_id = self.session_id_of(run.session_key, run.agent_id, run.created_at)
+        session_id = self._store.new_session_id()
+        if not start_transcript(self._conn, run.session_key, run.agent_id, session_id, run.created_at):
+            self.session_id_of(run.session_key, run.agent_id, run.created_at)
         self._conn.execute(Q["insert_run"], (run.run_id, run.kind, run.agent_id, run.session_key, session_id,
                                              run.name, _encode(run.inputs).decode(), run.created_at))
 
@@ -307,8 +315,10 @@ class SqliteFlowTx:
         if d.attempt_outcome:
             self._conn.execute(FQ["insert_delivery_attempt"], (d.delivery_id, now_ms, d.attempt_outcome, None, d.error))
 
-    def claim_deliveries(self, instance: str, now_ms: int, lease_until: int, limit: int) -> list[str]:
-        ids = [r[0] for r in self._conn.execute(FQ["claimable_deliveries"], (now_ms, limit)).fetchall()]
+    def claim_deliveries(self, instance: str, now_ms: int, lease_until: int, limit: int,
+                         skip: Collection[str] = ()) -> list[str]:
+        rows = self._conn.execute(FQ["claimable_deliveries"], (now_ms, limit + len(skip))).fetchall()
+        ids = [r[0] for r in rows if r[0] not in skip][:limit]
         for delivery_id in ids:
             self._conn.execute(FQ["claim_delivery"], (delivery_id, instance, lease_until))
         return ids
@@ -361,8 +371,8 @@ class SqliteFlowTx:
     def due_deliveries(self, now_ms: int) -> int:
         return int(self._conn.execute(FQ["due_delivery_count"], (now_ms,)).fetchone()[0])
 
-    def next_delivery_due(self) -> int | None:
-        row = self._conn.execute(FQ["next_delivery_due"]).fetchone()
+    def next_job_due(self, now_ms: int) -> int | None:
+        row = self._conn.execute(FQ["next_job_due"], (now_ms,)).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
     def delete_finished_deliveries(self, updated_before_ms: int) -> int:

@@ -95,7 +95,7 @@ UPDATE runs SET started_at = ?2 WHERE run_id = ?1
 UPDATE runs SET status = ?2, reply = ?3, error = ?4, ended_at = ?5, updated_at = ?5,
     leased_by = NULL, lease_until = NULL,
     attempt = CASE WHEN ?2 = 'lost' AND attempt > 1 THEN attempt - 1 ELSE attempt END
-WHERE run_id = ?1
+WHERE run_id = ?1 AND status IN ('queued', 'running')  -- an ended run keeps its end
 
 -- name: append_transcript
 INSERT INTO transcript_messages (session_key, session_id, role, text, run_id, created_at)
@@ -138,19 +138,26 @@ UPDATE heartbeat_schedule SET leased_by = NULL, lease_until = NULL, due_at = ?2,
 WHERE agent_id = ?1
 
 -- name: consume_heartbeat_requests
+-- the requests the turn answered: those pending when it read its events (ids up to ?2), not every
+-- one created before it started (a wake's commit can land after the turn's read)
 UPDATE heartbeat_requests SET consumed = 1, consumed_at = ?3
-WHERE agent_id = ?1 AND consumed = 0 AND created_at <= ?2
+WHERE agent_id = ?1 AND consumed = 0 AND id <= ?2
+
+-- name: last_pending_heartbeat_request
+SELECT coalesce(max(id), 0) FROM heartbeat_requests WHERE agent_id = ? AND consumed = 0
 
 -- name: pending_events_of
 SELECT seq, created_at, text FROM system_events WHERE session_key = ? AND status = 'pending' ORDER BY seq
 
 -- name: consume_event
-UPDATE system_events SET status = 'consumed', consumed_by_run_id = ?2, updated_at = ?3 WHERE seq = ?1
+-- only while pending: an event the queue cap dropped while the turn ran stays dropped
+UPDATE system_events SET status = 'consumed', consumed_by_run_id = ?2, updated_at = ?3
+WHERE seq = ?1 AND status = 'pending'
 
 -- name: fail_event
 UPDATE system_events SET failed_turns = failed_turns + 1,
     status = CASE WHEN failed_turns + 1 >= ?2 THEN 'dropped' ELSE 'pending' END, updated_at = ?3
-WHERE seq = ?1
+WHERE seq = ?1 AND status = 'pending'
 RETURNING status
 
 -- name: queued_run_count
@@ -216,8 +223,16 @@ WHERE delivery_id = ?1 AND status = 'dead'
 SELECT count(*) FROM deliveries
 WHERE status = 'pending' AND next_attempt_at <= ?1 AND (leased_by IS NULL OR lease_until <= ?1)
 
--- name: next_delivery_due
-SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending'
+-- name: next_job_due
+-- The next time a delivery retry or a heartbeat turn falls due, after now (?1). What is due already
+-- but was not claimed waits behind a job in flight (the head of its target's queue, a full pool):
+-- the job's end wakes the worker. Counting it here had the worker tick without pause (a write
+-- transaction each) for as long as a delivery to the same target was in flight.
+SELECT min(due) FROM (
+    SELECT min(next_attempt_at) AS due FROM deliveries WHERE status = 'pending' AND next_attempt_at > ?1
+    UNION ALL
+    SELECT min(due_at) FROM heartbeat_schedule WHERE due_at > ?1
+)
 
 -- name: delete_finished_deliveries
 DELETE FROM deliveries WHERE status <> 'pending' AND updated_at <= ?

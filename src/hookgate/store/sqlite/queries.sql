@@ -29,6 +29,11 @@ SELECT 1 FROM sessions WHERE key = ?;
 -- name: insert_session
 INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4);
 
+-- name: start_session_transcript
+-- an isolated run starts a new transcript: the record points at it (model.md §3)
+INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)
+ON CONFLICT (key) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at;
+
 -- name: get_session
 SELECT key, agent_id, session_id, spawned_by, last_channel, last_to, created_at, updated_at
 FROM sessions WHERE key = ?;

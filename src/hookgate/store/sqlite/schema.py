@@ -145,3 +145,14 @@ def _statements(script: str) -> list[str]:
 
 def _only_comments(text: str) -> bool:
     return all(not line.strip() or line.strip().startswith("--") for line in text.splitlines())
+
+
+def start_transcript(conn: sqlite3.Connection, key: str, agent_id: str, session_id: str, now_ms: int) -> bool:
+    """An isolated run starts a new transcript (model.md §3): the session record, created on first
+    use, points at ``session_id``. A main session (``agent:<id>:main``) keeps its transcript, which
+    heartbeat turns append to; then nothing is written and the result is ``False``."""
+    parts = key.split(":")
+    if len(parts) == 3 and parts[0] == "agent" and parts[2] == "main":
+        return False
+    conn.execute(Q["start_session_transcript"], (key, agent_id, session_id, now_ms))
+    return True

@@ -16,7 +16,8 @@ next commit is in flight, instead of the commit thread idling until the loop has
 A lone request is never delayed artificially; the group is whatever arrived during the previous
 commit (never longer than that commit, so within ``groupCommitMs`` on a healthy disk).
 
-A failing operation fails only its waiter, and nothing it wrote is committed. Operations run without
+A failing operation fails only its waiter, and nothing it wrote is committed. An operation whose
+waiter was cancelled before its group ran is not run at all: nobody is told it committed. Operations run without
 a ``SAVEPOINT`` of their own (two statements per operation, ~5 % of a wake): one that raises having
 written nothing needs none (SQLite undoes a failing statement by itself); one that wrote and then
 raised makes the writer roll the group back and run it again with a savepoint per operation, so that
@@ -221,6 +222,8 @@ class Writer:
         # wrote and then raised cannot be undone alone: the group starts over, each operation in its
         # own savepoint (``_execute``) — operations are functions of the connection, safe to re-run.
         for fn, fut in batch:
+            if fut.cancelled():  # its caller gave up before it ran (a worker stopped mid-claim): not run
+                continue
             before = conn.total_changes
             try:
                 value = fn(conn)
@@ -312,6 +315,8 @@ class Writer:
         transaction was lost."""
         conn = self._conn
         fn, fut = item
+        if fut.cancelled():
+            return False
         try:
             conn.execute("SAVEPOINT op")
             value = fn(conn)

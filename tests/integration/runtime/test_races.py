@@ -1,0 +1,178 @@
+"""Races on a real server, made repeatable by another process holding SQLite's write lock (as a CLI
+command or a stalled disk would): a lease that expires under a running job, a shutdown while a claim
+waits for the writer, overlapping reloads, a wake committed after a heartbeat turn read its events."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import threading
+import time
+from typing import Any
+
+from gateway import AUTH, GatewayFactory, RunningGateway, wait_for
+from workerkit import config, db, post_agent, run_row
+
+
+def hold_write_lock(gw: RunningGateway, seconds: float) -> None:
+    """Another process (a CLI command) holding SQLite's write lock for a while (operations.md §4.1
+    busyTimeoutMs): the gateway's writer waits for it."""
+    conn = sqlite3.connect(gw.workdir / "hookgate.db", timeout=10, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        time.sleep(seconds)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def test_a_lease_that_expires_under_a_running_run_does_not_run_it_twice(gateway_factory: GatewayFactory) -> None:
+    """operations.md §4.4 / model.md §5.7: a lease is renewed while the run is active; a run is never
+    executed twice at once by one process. A write lock held by another process for ~2 leases delays
+    the renewal past the lease; the worker's next tick must not claim the run it is still executing
+    (it once did: two concurrent executions, attempt 2 without any crash)."""
+    gw = gateway_factory(config())
+    run_id = post_agent(gw, message="[[echo:sleep=4]] long job", name="Long", deliver=False)
+    wait_for(lambda: run_row(gw, run_id).get("status") == "running")
+    time.sleep(0.2)
+    # a second request arrives while the lock is held: its commit pokes the worker right after the lock goes
+    results: list[int] = []
+
+    def late_request() -> None:
+        time.sleep(0.5)
+        with gw.client() as c:
+            results.append(c.post("/hooks/agent", json={"message": "other", "deliver": False},
+                                  headers=AUTH).status_code)
+
+    t = threading.Thread(target=late_request)
+    t.start()
+    hold_write_lock(gw, 2.2)
+    t.join()
+    assert results == [200]
+    row = wait_for(lambda: (r := run_row(gw, run_id)) and r["status"] not in ("queued", "running") and r, timeout=15)
+    time.sleep(4.5)  # let any second execution finish too
+    events = gw.flushed_log_events()
+    claimed = [e for e in events if e.get("event") == "run.claimed" and e.get("run_id") == run_id]
+    started = [e for e in events if e.get("event") == "run.started" and e.get("run_id") == run_id]
+    with db(gw) as conn:
+        transcript = conn.execute("SELECT count(*) FROM transcript_messages WHERE run_id = ?", (run_id,)).fetchone()[0]
+    row = run_row(gw, run_id)
+    # one process, no crash: one claim, one execution, attempt 1, one prompt/reply pair
+    assert (len(claimed), len(started), row["attempt"], transcript) == (1, 1, 1, 2), (
+        len(claimed), len(started), row["attempt"], transcript)
+
+
+def test_sigterm_while_a_claim_waits_for_the_writer_leaves_nothing_leased(
+        gateway_factory: GatewayFactory) -> None:
+    """operations.md §1.1: on SIGTERM workers stop claiming; jobs still running are released
+    **without consuming an attempt**; model.md §5.7: an orderly shutdown releases its leases.
+    The worker's tick has submitted its claim to the writer (which waits for a lock another process
+    holds). ``drain`` once cancelled the loop task, but the cancelled claim still committed during
+    ``store.close()``: the run stayed ``running``, leased by an exited instance, and came back only as
+    attempt 2. Now the tick gives back what it claimed once shutdown began, and the writer does not
+    run an operation whose waiter was cancelled before its group ran."""
+    gw = gateway_factory(config(gateway={"drainTimeoutSeconds": 1}))
+    with gw.client() as c:
+        assert c.get("/healthz").status_code == 200
+    run_ids: list[str] = []
+
+    def post() -> None:
+        try:
+            with gw.client() as c:
+                r = c.post("/hooks/agent", json={"message": "queued during the lock", "deliver": False},
+                           headers=AUTH)
+                if r.status_code == 200:
+                    run_ids.append(r.json()["runId"])
+        except Exception:  # noqa: BLE001, S110 - the request may be cut by the shutdown
+            pass
+
+    locker = threading.Thread(target=hold_write_lock, args=(gw, 3.5))
+    locker.start()
+    time.sleep(0.2)
+    poster = threading.Thread(target=post)
+    poster.start()
+    time.sleep(1.3)  # the worker's 1 s poll submits its claim behind the enqueue
+    gw.signal(signal.SIGTERM)
+    assert gw.proc is not None
+    code = gw.proc.wait(20)
+    locker.join()
+    poster.join()
+    gw.stop()
+    assert code == 0
+    with db(gw) as conn:
+        rows = [dict(r) for r in conn.execute("SELECT run_id, status, attempt, leased_by, started_at FROM runs")]
+    # after an orderly exit nothing may stay leased by the exited process
+    assert all(r["status"] != "running" and r["leased_by"] is None for r in rows), rows
+
+
+def test_overlapping_reloads_end_with_the_newest_file(gateway_factory: GatewayFactory, tmp_path: Any) -> None:
+    """README §4: SIGHUP re-reads the config and swaps it in atomically. Two reloads overlap (the first
+    one resolves a slow exec SecretRef). Applied as each finished, the config read by the *earlier*
+    SIGHUP once replaced the later one: the process ran a config that was no longer the file's. Reloads
+    now run one at a time, so the last signal's read of the file wins."""
+    script = tmp_path / "slow-secret.sh"
+    script.write_text('#!/bin/sh\n/bin/cat >/dev/null\n/bin/sleep 2\n'
+                      'printf \'{"protocolVersion":1,"values":{"hooks":"v2-token"}}\'\n')
+    script.chmod(0o700)
+    cfg = config()
+    cfg["hooks"]["token"] = "v1-token"
+    gw = gateway_factory(cfg)
+    v2 = config()
+    v2["secrets"] = {"providers": {"slow": {"source": "exec", "command": str(script)}}}
+    v2["hooks"]["token"] = {"source": "exec", "provider": "slow", "id": "hooks"}
+    gw.config_path.write_text(json.dumps(v2))
+    gw.signal(signal.SIGHUP)  # reload #1: reads v2, then waits ~2 s for the exec provider
+    time.sleep(0.5)
+    v3 = config()
+    v3["hooks"]["token"] = "v3-token"
+    gw.config_path.write_text(json.dumps(v3))
+    gw.signal(signal.SIGHUP)  # reload #2: reads v3 at once
+    time.sleep(3.5)  # both reloads done
+
+    def status(token: str) -> int:
+        with gw.client() as c:
+            return c.post("/hooks/wake", json={"text": "x"}, headers={"Authorization": f"Bearer {token}"}).status_code
+
+    # the file says v3 and the last SIGHUP was sent after it was written: v3 must be the active config
+    assert (status("v3-token"), status("v2-token")) == (200, 401)
+
+
+def pending_events(gw: RunningGateway) -> list[str]:
+    with db(gw) as conn:
+        return [r[0] for r in conn.execute("SELECT text FROM system_events WHERE status = 'pending'")]
+
+
+def test_a_wake_committed_after_the_turn_read_its_events_is_left_for_the_next_turn(
+        gateway_factory: GatewayFactory) -> None:
+    """model.md §6.2: a wake request is persisted and pulls the heartbeat to now + 250 ms; "if the
+    agent's heartbeat is running, the request is kept and examined 1 s after that turn ends".
+    A turn once consumed the wake requests *created* before its start, though it saw only the events
+    committed at its read: a wake whose commit landed after the read (here: behind the heartbeat claim,
+    which waited for another process's write lock) lost its request to a turn that never saw its event,
+    and the event waited for the next *scheduled* heartbeat (30 min). A turn now consumes the requests
+    its own read saw."""
+    gw = gateway_factory(config())
+    # a race of one commit's length (the turn's read against the wake's COMMIT): tried a few times
+    for i in range(4):
+        with gw.client() as c:
+            assert c.post("/hooks/wake", json={"text": f"first {i}"}, headers=AUTH).status_code == 200
+        results: list[int] = []
+
+        def second(i: int = i, results: list[int] = results) -> None:
+            time.sleep(0.6)
+            with gw.client() as c:
+                results.append(c.post("/hooks/wake", json={"text": f"second {i}"}, headers=AUTH).status_code)
+
+        t = threading.Thread(target=second)
+        t.start()
+        hold_write_lock(gw, 1.2)  # the claim of the due heartbeat waits for the lock; "second" queues behind it
+        t.join()
+        assert results == [200]
+        time.sleep(2.0)  # a wake request pulls the turn to +250 ms, or to 1 s after a running turn
+        with db(gw) as conn:
+            requests = [tuple(r) for r in conn.execute("SELECT reason, created_at, consumed FROM heartbeat_requests "
+                                                     "ORDER BY id DESC LIMIT 2")]
+            due = conn.execute("SELECT due_at FROM heartbeat_schedule WHERE agent_id = 'main'").fetchone()[0]
+        # the event stays pending while its wake request is consumed and the next turn is 30 min away
+        assert pending_events(gw) == [], (i, pending_events(gw), requests, due, int(time.time() * 1000))

@@ -1,0 +1,48 @@
+"""The nesting limit and int64 check of JSON bodies: iterative, so no depth raises RecursionError."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from hookgate import jsonbody
+
+decoder = msgspec.json.Decoder()
+
+
+def nested(depth: int, leaf: str = "1") -> bytes:
+    return ("[" * depth + leaf + "]" * depth).encode()
+
+
+@pytest.mark.parametrize("data", [nested(128), b'{"a":' + nested(127) + b"}", nested(3) + b" ", "[[1]]"])
+def test_up_to_the_limit_decodes(data: bytes | str) -> None:
+    assert jsonbody.decode(decoder, data) == decoder.decode(data)
+
+
+@pytest.mark.parametrize("data", [nested(129), b'{"a":' + nested(128) + b"}", nested(900), nested(50_000),
+                                  "[" * 129 + "]" * 129])
+def test_deeper_is_refused(data: bytes | str) -> None:
+    with pytest.raises(jsonbody.NestingTooDeep, match="JSON nested deeper than 128 levels"):
+        jsonbody.decode(decoder, data)
+
+
+def test_brackets_inside_strings_do_not_count() -> None:
+    data = b'{"s":"' + b"[" * 500 + b'"}'
+    assert jsonbody.decode(decoder, data) == {"s": "[" * 500}
+
+
+def test_depth_counts_containers_not_scalars() -> None:
+    assert not jsonbody.depth_exceeds([[{"a": [1, "x", None]}]], 4)
+    assert jsonbody.depth_exceeds([[{"a": [[]]}]], 4)
+    assert not jsonbody.depth_exceeds("scalar", 0)
+
+
+def test_int64_range_at_any_depth() -> None:
+    deep_ok: object = 2**63 - 1
+    deep_bad: object = -(2**63) - 1
+    for _ in range(5000):  # far deeper than Python's recursion limit
+        deep_ok, deep_bad = [deep_ok], {"k": deep_bad}
+    assert not jsonbody.out_of_int64(deep_ok)
+    assert jsonbody.out_of_int64(deep_bad)
+    assert not jsonbody.out_of_int64([True, False, -(2**63), 1.5e300])
+    assert jsonbody.out_of_int64({"a": [1, {"b": 2**63}]})
