@@ -38,6 +38,17 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("--log-format", choices=["json", "console"], default=default)
 
 
+def _port(text: str) -> int:
+    """``--port``: the same rule as ``gateway.port`` (argparse turns the error into exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError("must be between 0 and 65535")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hookgate", description="Self-hosted webhook ingress for AI assistants.")
     _global_options(parser, suppress=False)
@@ -47,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", parents=[common], help="run the HTTP server and the embedded worker")
     serve.add_argument("--bind", metavar="ADDR")
-    serve.add_argument("--port", type=int, metavar="N")
+    serve.add_argument("--port", type=_port, metavar="N")
     serve.add_argument("--no-worker", action="store_true", help="HTTP only")
 
     sub.add_parser("worker", parents=[common], help="the job worker without HTTP (PostgreSQL only)")
@@ -253,14 +264,27 @@ def cmd_hooks(args: argparse.Namespace) -> int:
 
 
 def cmd_secrets(args: argparse.Namespace) -> int:
-    settings = _load(args)
+    """One ``OK``/``ERROR`` line per secret input. A config that is invalid only because secrets do not
+    resolve still gets its lines (exit 1); any other config error is reported as such (exit 2)."""
+    try:
+        inputs = _load(args).secret_inputs
+        other_errors: list[str] = []
+    except ConfigError as exc:
+        if not exc.secret_inputs:
+            raise
+        inputs = exc.secret_inputs
+        unresolved = tuple(f"{item.key_path}: " for item in inputs if item.value is None)
+        other_errors = [line for line in exc.lines if not line.startswith(unresolved)]
     failed = False
-    for item in settings.secret_inputs:
+    for item in inputs:
         if item.value is not None:
             print(f"OK {item.key_path} {item.source}")
         else:
             failed = True
             print(f"ERROR {item.key_path} {item.source} {item.error}")
+    if other_errors:
+        _print_config_errors(ConfigError(other_errors))
+        return EXIT_USAGE
     return EXIT_FAILED if failed else EXIT_OK
 
 

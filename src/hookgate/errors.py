@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class HookgateError(Exception):
     """Base of every hookgate failure: an HTTP status, a stable code and a message."""
@@ -43,6 +45,9 @@ class ConfigError(HookgateError):
 
     code = "config_invalid"
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], secret_inputs: tuple[Any, ...] = ()) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
+        # every secret input resolved before the errors were found (``SecretSource``s), so that
+        # ``secrets check`` can still print its OK/ERROR line per key for a config that fails on them
+        self.secret_inputs = secret_inputs

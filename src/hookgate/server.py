@@ -208,6 +208,11 @@ class Service:
             self.log.error("config.reload_failed", trigger=trigger,
                            errors=[obs_logging.clean_text(line) for line in exc.lines])
             return
+        except Exception as exc:  # noqa: BLE001 - a defect, not a config error: still logged, and the old config stays
+            self.metrics.config_reloads.labels("failed").inc()
+            self.log.error("config.reload_failed", trigger=trigger,
+                           errors=[f"internal error while loading the config: {type(exc).__name__}"])
+            return
         old = self.settings
         # against what the process runs with (a change reverted by a later reload needs no restart):
         # the address it listens on, unless a flag chose it, and the storage it started with (kept below)

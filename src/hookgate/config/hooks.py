@@ -219,6 +219,9 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
             presets.append(name)
     explicit = [_explicit_mapping(i, raw) for i, raw in enumerate(tree["mappings"])]
     for m in explicit:
+        raw_mapping = tree["mappings"][m.index]
+        if isinstance(raw_mapping, dict) and _opt(raw_mapping.get("id")) is None:
+            raw_mapping["id"] = m.id  # the default id, written into the tree: `config show` prints it
         raw_channel = tree["mappings"][m.index].get("channel")
         if raw_channel is not None and m.channel is None:
             ctx.errors.append(f"hooks.mappings[{m.index}].channel: must be a non-empty string")

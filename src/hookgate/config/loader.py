@@ -85,7 +85,20 @@ def read_config_file(path: str) -> Any:
     try:
         return json5.loads(text)
     except ValueError as exc:
-        raise ConfigError([f"{path}: invalid JSON5: {exc}"]) from None
+        raise ConfigError([f"{path}: invalid JSON5: {_json5_message(str(exc))}"]) from None
+    except RecursionError:  # json5's parser recurses a few frames per level: ~60 levels exhaust it
+        raise ConfigError([f"{path}: invalid JSON5: nested too deeply"]) from None
+
+
+_JSON5_POSITION = re.compile(r"<string>:(\d+) (.*) at column (\d+)", re.DOTALL)
+
+
+def _json5_message(text: str) -> str:
+    """json5's ``<string>:3 Unexpected "\n" at column 17`` as one line: ``line 3, column 17: …``."""
+    match = _JSON5_POSITION.fullmatch(text)
+    if match is not None:
+        text = f"line {match[1]}, column {match[3]}: {match[2]}"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _gateway(
@@ -247,7 +260,7 @@ def settings_from_tree(
     errors.extend(routes_ctx.errors)
     warnings.extend(routes_ctx.warnings)
     if errors:
-        raise ConfigError(_dedupe(errors))
+        raise ConfigError(_dedupe(errors), tuple(secrets.values()))
     return Settings(
         config_path=config_path,
         config_dir=config_dir,

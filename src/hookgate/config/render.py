@@ -15,15 +15,31 @@ from hookgate.config.settings import Settings
 from hookgate.config.validate import Arr, Map, Node, Obj, OneOf, Secret, Tagged
 
 REDACTED = "[redacted]"
-# the password runs to the authority's *last* "@": one with a raw "@" (libpq wants it escaped, but
-# it is written so) must not leave its tail visible
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)([^/?#\s]*)(@)(?=[^@/?#\s]*(?:[/?#\s]|$))")
-_KV_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(://[^:/@\s]*:)(\S*)")
+# in a URI's query a parameter ends at "&"; in a key=value DSN a value ends at whitespace (or is quoted)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#\s]*)", re.IGNORECASE)
+_KV_PASSWORD = re.compile(r"(?<![?&])(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def _mask_userinfo(match: re.Match[str]) -> str:
+    # The password runs to the last "@" before the host, and the host ends at the first "/" after an
+    # "@". So a raw "@", "#", "?" or "/" in the password (libpq takes some of them unescaped) is
+    # masked whole; a "/" or "@" later in the path or query is not mistaken for part of it.
+    rest = match[2]
+    first_at = rest.find("@")
+    if first_at < 0:
+        return match[0]
+    slash = rest.find("/", first_at)
+    last_at = (rest if slash < 0 else rest[:slash]).rfind("@")
+    return f"{match[1]}***{rest[last_at:]}"
 
 
 def mask_url_password(value: str) -> str:
-    """``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``; also ``password=… `` in a DSN."""
-    return _KV_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***\3", value))
+    """``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``; also ``password=…`` in a DSN
+    or a URI's query (only that parameter: the ones after it stay)."""
+    value = _URL_USERINFO.sub(_mask_userinfo, value)
+    value = _QUERY_PASSWORD.sub(r"\1***", value)
+    return _KV_PASSWORD.sub(r"\1***", value)
 
 
 def _redact(node: Node, value: Any) -> Any:

@@ -69,7 +69,7 @@ def limits_tree(limits: LimitSettings) -> dict[str, Any]:
 
 
 def _fill_defaults(cfg: dict[str, Any], plugin_limits: LimitSettings) -> None:
-    """The defaults that depend on the route (path, controllerId) or on merging (limits), written into
+    """The defaults that depend on the route (path, controllerId, a bearer prefix) or on merging (limits), written into
     the validated tree before the routes are built from it: ``config show`` prints them and
     ``configHash`` no longer tells a route that spells out its defaults from one that leaves them out."""
     cfg["limits"] = limits_tree(plugin_limits)
@@ -80,6 +80,9 @@ def _fill_defaults(cfg: dict[str, Any], plugin_limits: LimitSettings) -> None:
         if not (isinstance(controller, str) and controller.strip()):
             route["controllerId"] = f"webhooks/{route_id}"
         route["limits"] = limits_tree(merge_limits(cfg["limits"], route.get("limits")))
+        auth = route.get("auth")
+        if isinstance(auth, dict) and auth.get("mode") == "bearer":
+            auth.setdefault("prefix", "Bearer")
 
 
 def _secret_paths(r: str, route: Mapping[str, Any]) -> list[str]:

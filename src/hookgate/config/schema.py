@@ -394,7 +394,7 @@ HOOKS = Obj(
         "idempotencyTtlSeconds": F(Int(1, 86_400), 300),
         "transformTimeoutSeconds": F(Num(0.1, 60), 10),
         "authThrottle": F(AUTH_THROTTLE, fill=True),
-        "internal": F(AnyValue()),
+        "internal": F(Map(AnyValue())),  # an object, accepted and ignored (hooks.md §1.1)
     }
 )
 
