@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,8 @@ from hookgate.hooks.mappings import (
 from hookgate.hooks.payload import Payload, decode_hook_body, fields
 from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
 from hookgate.obs.logging import clean_text, info_line
+
+_log_id = functools.lru_cache(maxsize=1024)(clean_text)
 
 if TYPE_CHECKING:
     from hookgate.edge.app import Gateway
@@ -188,13 +191,14 @@ class HooksSurface:
         mapping = match_mapping(gw.settings.hooks.mappings, sub_path, payload)
         if mapping is None:
             return error_b(404, "Not Found")
-        req.log["route"] = f"mapping:{mapping.id}"
+        log_id = _log_id(mapping.id)  # an id is free text: logged sanitised (operations.md §2)
+        req.log["route"] = f"mapping:{log_id}"
         observe = self._transform_histogram(mapping.id) if mapping.transform_module is not None else None
         try:
             resolved = await resolve(mapping, self.request_context(req, sub_path, payload), gw.settings,
                                      self.transforms, on_transform=observe)
         except TransformFailed as exc:
-            gw.log.warning("hook.mapping_failed", **self.context(req), mapping=mapping.id,
+            gw.log.warning("hook.mapping_failed", **self.context(req), mapping=log_id,
                            error_type=exc.kind, error=clean_text(exc.detail) if exc.ours else None)
             return error_b(500, MAPPING_FAILED, reason="mapping_failed")
         action = resolved.action

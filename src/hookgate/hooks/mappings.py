@@ -165,6 +165,20 @@ def base_action(m: MappingSettings, ctx: TemplateContext) -> Draft:
 _OVERRIDABLE = ("name", "agentId", "channel", "to", "model", "thinking", "timeoutSeconds")
 
 
+def _plain(value: Any) -> Any:
+    """A transform's string as a plain ``str`` (a ``str`` subclass is a string, §6.5, but cannot be
+    stored as one); a lone surrogate is a bad value, not a crash at commit."""
+    if not isinstance(value, str):
+        return value
+    value = str.__str__(value)  # an exact str: for a subclass, a copy
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TransformFailed("TransformResultError", "transform returned a string that is not valid Unicode",
+                              ours=True) from None
+    return value
+
+
 def merge(base: Draft, o: Mapping[Any, Any]) -> Draft:
     """A transform's dict merged over the base action (§6.5). A bad ``kind`` raises ``TransformFailed``."""
     kind = o["kind"] if "kind" in o else base["kind"]  # present means "wake" or "agent"; null is neither
@@ -172,13 +186,13 @@ def merge(base: Draft, o: Mapping[Any, Any]) -> Draft:
         raise TransformFailed("TransformResultError", "transform returned an invalid kind", ours=True)
     same = base if base["kind"] == kind else None
     if kind == "wake":
-        text = o.get("text")
+        text = _plain(o.get("text"))
         return {
             "kind": "wake",
             "text": text if isinstance(text, str) else (same["text"] if same else ""),
             "mode": "next-heartbeat" if o.get("mode") == "next-heartbeat" else (same["mode"] if same else "now"),
         }
-    message = o.get("message")
+    message = _plain(o.get("message"))
     out: Draft = {
         "kind": "agent",
         "message": message if isinstance(message, str) else (same["message"] if same else ""),
@@ -186,7 +200,7 @@ def merge(base: Draft, o: Mapping[Any, Any]) -> Draft:
         else (same["wakeMode"] if same else "now"),
     }
     for key in _OVERRIDABLE:
-        out[key] = o[key] if o.get(key) is not None else (same.get(key) if same else None)
+        out[key] = _plain(o[key]) if o.get(key) is not None else (same.get(key) if same else None)
     # a model the transform gives is a request field (§5.1: present → a non-empty string); the
     # mapping's own model template is not checked (§6.1)
     out["modelGiven"] = o.get("model") is not None
@@ -194,7 +208,7 @@ def merge(base: Draft, o: Mapping[Any, Any]) -> Draft:
         value = o.get(key)
         out[key] = value if isinstance(value, bool) else (same.get(key) if same else None)
     if o.get("sessionKey") is not None:
-        out["sessionKey"] = o["sessionKey"]
+        out["sessionKey"] = _plain(o["sessionKey"])
         out["sessionKeySource"] = "mapping-templated"  # a transform is as external as a template
     else:
         out["sessionKey"] = same.get("sessionKey") if same else None

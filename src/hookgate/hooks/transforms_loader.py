@@ -329,19 +329,40 @@ class _Pool:
 _POOL = _Pool()
 
 
+async def _bounded(awaitable: Any, deadline: float) -> Any:
+    """Await a transform's awaitable until ``deadline`` (loop time), then give up on it: it is
+    cancelled and no longer waited for, so one that catches the cancellation and goes on still fails
+    at its deadline (its late result or error is dropped). ``TimeoutError`` when it was too late."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(awaitable)
+    try:
+        await asyncio.wait((task,), timeout=max(0.0, deadline - loop.time()))
+    except asyncio.CancelledError:  # the request itself is cancelled: so is the transform
+        task.cancel()
+        raise
+    if not task.done():
+        task.cancel()
+        task.add_done_callback(_drop_outcome)
+        raise TimeoutError
+    return task.result()  # its value, its exception, or CancelledError when it was cancelled itself
+
+
+def _drop_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not report it as never retrieved
+
+
 async def call_transform(fn: Callable[..., Any], ctx: Any, timeout: float, *, is_async: bool | None = None) -> Any:
     """Call ``fn(ctx)``: awaited when async, else in a worker thread; at most ``timeout`` seconds."""
     if is_async is None:
         is_async = inspect.iscoroutinefunction(fn)
     try:
-        if is_async:
-            async with asyncio.timeout(timeout):
-                return await fn(ctx)
         deadline = asyncio.get_running_loop().time() + timeout
+        if is_async:
+            return await _bounded(fn(ctx), deadline)
         result = await _POOL.call(fn, ctx, timeout)
         if inspect.isawaitable(result):  # a plain function that returned a coroutine or a future
-            async with asyncio.timeout_at(deadline):
-                result = await result
+            result = await _bounded(result, deadline)
         return result
     except TimeoutError:
         raise TransformFailed("TimeoutError", f"transform took longer than {timeout:g}s", ours=True) from None

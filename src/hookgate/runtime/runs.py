@@ -134,15 +134,24 @@ async def _call_for(ctx: RunContext, run: RunRecord) -> CallResult:
         wrap=bool(inputs.get("wrap", True)), source=str(inputs.get("externalContentSource", "webhook")),
         deliver=bool(inputs.get("deliver", True)),
     )
-    patterns = suspicious_patterns(str(inputs.get("message", "")))
-    if patterns:
-        ctx.log.warning("hook.suspicious_content", **run_log_fields(run), count=len(patterns), patterns=patterns)
     timeout_s = int(inputs.get("timeoutSeconds") or agent.timeout_seconds)
-    return await call_agent(
+    result = await call_agent(
         ctx, agent, kind="hook", run_id=run.run_id, session_key=run.session_key, prompt=prompt,
         subject=str(inputs.get("message", "")), model_override=inputs.get("model"), gmail=gmail,
         thinking=inputs.get("thinking"), timeout_s=timeout_s,
     )
+    _check_suspicious(ctx, run, result, str(inputs.get("message", "")))
+    return result
+
+
+def _check_suspicious(ctx: RunContext, run: RunRecord, result: CallResult, content: str) -> None:
+    """model.md §5.4 step 4: a successful isolated run (hook or task) has its external content checked
+    for suspicious patterns (hooks.md §7.5); a match is logged, nothing else changes."""
+    if result.status != "ok":
+        return
+    patterns = suspicious_patterns(content)
+    if patterns:
+        ctx.log.warning("hook.suspicious_content", **run_log_fields(run), count=len(patterns), patterns=patterns)
 
 
 def _retention(ctx: RunContext) -> Retention:
@@ -170,9 +179,11 @@ async def _call_for_task(ctx: RunContext, run: RunRecord) -> CallResult:
     agent = agent_of(ctx.settings, run.agent_id)
     prompt = task_prompt(task_id=task.task_id, label=task.label, task=task.task, received_ms=run.created_at,
                          now_ms=ctx.clock.now_ms(), tz_setting=ctx.settings.agents.envelope_timezone)
-    return await call_agent(ctx, agent, kind="task", run_id=run.run_id, session_key=run.session_key, prompt=prompt,
-                            subject=task.task, model_override=None, gmail=False, thinking=None,
-                            timeout_s=agent.timeout_seconds)
+    result = await call_agent(ctx, agent, kind="task", run_id=run.run_id, session_key=run.session_key,
+                              prompt=prompt, subject=task.task, model_override=None, gmail=False, thinking=None,
+                              timeout_s=agent.timeout_seconds)
+    _check_suspicious(ctx, run, result, task.task)
+    return result
 
 
 def _notify(ctx: RunContext, tx: RuntimeTx, notes: tuple[Notification, ...], owner: str, now: int) -> None:

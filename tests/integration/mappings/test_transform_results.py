@@ -1,0 +1,114 @@
+"""What a transform returns or does, at the edges of hooks.md §6.5: a ``str`` subclass, a lone surrogate,
+a coroutine that outlives its timeout; and the mapping id as logs show it (operations.md §2)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway import AUTH, GatewayFactory, hooks_config
+
+TRANSFORMS = '''
+import asyncio
+
+class Text(str):
+    """A str subclass: isinstance(x, str) is True."""
+
+def str_subclass(ctx):
+    return {"message": Text("hello from a str subclass")}
+
+async def swallow(ctx):
+    # a bare "except" (or except BaseException) also catches the timeout's cancellation
+    try:
+        await asyncio.sleep(5)
+    except BaseException:
+        await asyncio.sleep(2)
+    return {"message": "very late"}
+
+def boom(ctx):
+    raise ValueError("x")
+
+def surrogate(ctx):
+    return {"message": "half a pair: \\ud800"}
+'''
+
+
+def _config(tmp: Path, **hooks: Any) -> dict[str, Any]:
+    d = tmp / "hooks" / "transforms"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "t.py").write_text(TRANSFORMS)
+    return hooks_config(
+        mappings=[
+            {"id": "sub", "match": {"path": "sub"}, "messageTemplate": "base",
+             "transform": {"module": "t.py", "export": "str_subclass"}},
+            {"id": "swallow", "match": {"path": "swallow"}, "messageTemplate": "base",
+             "transform": {"module": "t.py", "export": "swallow"}},
+            {"id": "bad\tid\n  two", "match": {"path": "boom"}, "messageTemplate": "base",
+             "transform": {"module": "t.py", "export": "boom"}},
+            {"id": "surrogate", "match": {"path": "surrogate"}, "messageTemplate": "base",
+             "transform": {"module": "t.py", "export": "surrogate"}},
+        ],
+        **hooks,
+    )
+
+
+def test_transform_message_that_is_a_str_subclass_is_dispatched(gateway_factory: GatewayFactory,
+                                                               tmp_path: Path) -> None:
+    """hooks.md §6.5 merge: "agent: `message` = `o["message"]` if a string, else the base message".
+    A `str` subclass instance is a string (the code's own isinstance check accepts it), so the run is
+    accepted: §3 "mapped agent accepted → 200 as agent". Even if it were a "bad value", §3 requires
+    `500 {"ok":false,"error":"hook mapping failed"}` — never the generic "Internal Server Error"."""
+    gw = gateway_factory(_config(tmp_path))
+    with gw.client() as c:
+        r = c.post("/hooks/sub", json={}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json()["ok"] is True and isinstance(r.json()["runId"], str)
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        assert conn.execute("SELECT count(*) FROM runs WHERE kind = 'hook'").fetchone()[0] == 1
+
+
+def test_async_transform_that_outlives_the_timeout_fails(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
+    """hooks.md §6.5: "A call lasting longer than `hooks.transformTimeoutSeconds` fails (500)." and §3
+    "transform raised, timed out or returned a bad value → 500 {"ok":false,"error":"hook mapping failed"}".
+    An async transform that catches the timeout's cancellation and goes on for 2 s more (with a 0.5 s
+    limit) must still fail, at its deadline rather than when it finally returns."""
+    gw = gateway_factory(_config(tmp_path, transformTimeoutSeconds=0.5))
+    with gw.client() as c:
+        started = time.monotonic()
+        r = c.post("/hooks/swallow", json={}, headers=AUTH)
+        took = time.monotonic() - started
+    assert (r.status_code, r.content) == (500, b'{"ok":false,"error":"hook mapping failed"}'), (r.text, took)
+    assert took < 2.0  # not the 2.5 s the transform goes on for
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_logged_mapping_id_is_sanitised(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
+    """operations.md §2: "Free-text values that are logged (hook names, mapping ids, error messages) are
+    sanitised: control characters → space, whitespace collapsed, cut to 500 characters." hooks.md §6.5:
+    the `hook.mapping_failed` warning names the mapping id."""
+    gw = gateway_factory(_config(tmp_path))
+    with gw.client() as c:
+        r = c.post("/hooks/boom", json={}, headers=AUTH)
+    assert r.status_code == 500
+    events = gw.flushed_log_events()
+    failed = [e for e in events if e.get("event") == "hook.mapping_failed"]
+    assert failed and failed[-1]["mapping"] == "bad id two", failed
+    access = [e for e in events if e.get("event") == "http.request" and e.get("path") == "/hooks/boom"]
+    assert access and access[-1]["route"] == "mapping:bad id two", access
+
+
+def test_transform_string_with_a_lone_surrogate_is_a_bad_value(gateway_factory: GatewayFactory,
+                                                               tmp_path: Path) -> None:
+    """hooks.md §3: "transform ... returned a bad value → 500 hook mapping failed": a string that cannot
+    be stored (not valid Unicode) is one, not an internal error, and nothing is committed."""
+    gw = gateway_factory(_config(tmp_path))
+    with gw.client() as c:
+        r = c.post("/hooks/surrogate", json={}, headers=AUTH)
+    assert (r.status_code, r.content) == (500, b'{"ok":false,"error":"hook mapping failed"}'), r.text
+    failed = [e for e in gw.flushed_log_events() if e.get("event") == "hook.mapping_failed"]
+    assert failed[-1]["error_type"] == "TransformResultError"
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
