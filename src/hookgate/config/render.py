@@ -12,7 +12,7 @@ from typing import Any
 
 from hookgate.config.schema import CONFIG
 from hookgate.config.settings import Settings
-from hookgate.config.validate import Arr, Map, Node, Obj, OneOf, Secret, Tagged
+from hookgate.config.validate import Arr, Map, Node, Obj, OneOf, Secret, Sensitive, Tagged
 
 REDACTED = "[redacted]"
 _URL_USERINFO = re.compile(r"(://[^:/@\s]*:)(\S*)")
@@ -43,6 +43,10 @@ def mask_url_password(value: str) -> str:
 
 
 def _redact(node: Node, value: Any) -> Any:
+    if isinstance(node, Sensitive):
+        if isinstance(value, str):
+            return mask_url_password(value) if node.url else REDACTED
+        return _redact(node.inner, value)
     if isinstance(node, Secret):
         if isinstance(value, str):
             return mask_url_password(value) if node.url else REDACTED

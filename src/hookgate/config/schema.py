@@ -23,11 +23,13 @@ from hookgate.config.validate import (
     Obj,
     OneOf,
     Secret,
+    Sensitive,
     Str,
     Tagged,
 )
 
 F = Field
+URL = Sensitive(Str(), url=True)  # a URL: `config show` masks a password in it
 MAX_BODY_BYTES = 33_554_432
 MAX_RUN_TIMEOUT_SECONDS = 172_800
 DEFAULT_PROVIDER = "default"
@@ -118,7 +120,7 @@ SECRET_PROVIDER = Tagged(
                 "command": F(Str(), required=True),
                 "args": F(Arr(Str()), []),
                 "passEnv": F(Arr(Str()), []),
-                "env": F(Map(Str()), {}),
+                "env": F(Map(Sensitive(Str())), {}),
                 "timeoutMs": F(_TIMEOUT_MS, 5000),
                 "noOutputTimeoutMs": F(_TIMEOUT_MS),  # default: timeoutMs
                 "maxOutputBytes": F(_BYTES, 1_048_576),
@@ -180,7 +182,7 @@ def _header_name(key: str, path: str, ctx: Context) -> bool:
     return False
 
 
-HEADERS = Map(HeaderValue(), key_check=_header_name)
+HEADERS = Map(Sensitive(HeaderValue()), key_check=_header_name)  # values may be API keys
 RUNTIME = Tagged(
     "kind",
     {
@@ -189,7 +191,7 @@ RUNTIME = Tagged(
             {
                 "kind": F(Str()),
                 "provider": F(Str()),
-                "baseUrl": F(Str(), "https://api.openai.com/v1"),
+                "baseUrl": F(URL, "https://api.openai.com/v1"),
                 "apiKey": F(Secret()),
                 "model": F(Str()),
                 "headers": F(HEADERS, {}),
@@ -200,7 +202,7 @@ RUNTIME = Tagged(
             {
                 "kind": F(Str()),
                 "provider": F(Str()),
-                "baseUrl": F(Str(), "https://api.anthropic.com"),
+                "baseUrl": F(URL, "https://api.anthropic.com"),
                 "apiKey": F(Secret()),
                 "model": F(Str()),
                 "maxTokens": F(Int(1, 1_000_000), 4096),
@@ -212,7 +214,7 @@ RUNTIME = Tagged(
                 "kind": F(Str()),
                 "command": F(Arr(Str(), min_items=1), required=True),
                 "input": F(Enum(("text", "json")), "text"),
-                "env": F(Map(Str()), {}),
+                "env": F(Map(Sensitive(Str())), {}),
                 "passEnv": F(Arr(Str()), []),
                 "cwd": F(Str()),
             }
@@ -291,21 +293,21 @@ def _channel(keys: dict[str, Field]) -> Obj:
 
 
 CHANNEL_SCHEMAS: dict[str, Obj] = {
-    "telegram": _channel({"botToken": F(Secret()), "apiBaseUrl": F(Str(), "https://api.telegram.org")}),
-    "slack": _channel({"botToken": F(Secret()), "apiBaseUrl": F(Str(), "https://slack.com/api")}),
-    "discord": _channel({"botToken": F(Secret()), "apiBaseUrl": F(Str(), "https://discord.com/api/v10")}),
-    "mattermost": _channel({"baseUrl": F(Str()), "token": F(Secret())}),
+    "telegram": _channel({"botToken": F(Secret()), "apiBaseUrl": F(URL, "https://api.telegram.org")}),
+    "slack": _channel({"botToken": F(Secret()), "apiBaseUrl": F(URL, "https://slack.com/api")}),
+    "discord": _channel({"botToken": F(Secret()), "apiBaseUrl": F(URL, "https://discord.com/api/v10")}),
+    "mattermost": _channel({"baseUrl": F(URL), "token": F(Secret())}),
     "msteams": _channel({"webhooks": F(Map(Secret()), {})}),
     "googlechat": _channel({"webhooks": F(Map(Secret()), {})}),
-    "line": _channel({"channelAccessToken": F(Secret()), "apiBaseUrl": F(Str(), "https://api.line.me")}),
+    "line": _channel({"channelAccessToken": F(Secret()), "apiBaseUrl": F(URL, "https://api.line.me")}),
     "whatsapp": _channel(
         {
             "accessToken": F(Secret()),
             "phoneNumberId": F(Str()),
-            "apiBaseUrl": F(Str(), "https://graph.facebook.com/v21.0"),
+            "apiBaseUrl": F(URL, "https://graph.facebook.com/v21.0"),
         }
     ),
-    "signal": _channel({"baseUrl": F(Str()), "number": F(Str())}),
+    "signal": _channel({"baseUrl": F(URL), "number": F(Str())}),
     "irc": _channel(
         {
             "server": F(Str()),
@@ -315,12 +317,12 @@ CHANNEL_SCHEMAS: dict[str, Obj] = {
             "password": F(Secret()),
         }
     ),
-    "webhook": _channel({"url": F(Str()), "secret": F(Secret()), "headers": F(HEADERS, {})}),
+    "webhook": _channel({"url": F(URL), "secret": F(Secret()), "headers": F(HEADERS, {})}),
     "console": _channel({}),
     "file": _channel({"path": F(Str())}),
     "imessage": _channel(
         {
-            "serverUrl": F(Str()),
+            "serverUrl": F(URL),
             "password": F(Secret()),
             "method": F(Enum(("private-api", "apple-script")), "private-api"),
         }
@@ -343,8 +345,8 @@ GMAIL = Obj(
         "label": F(Str()),
         "topic": F(Str()),
         "subscription": F(Str()),
-        "pushToken": F(Str()),
-        "hookUrl": F(Str()),
+        "pushToken": F(Sensitive(Str())),
+        "hookUrl": F(URL),
         "includeBody": F(Bool()),
         "maxBytes": F(Int()),
         "renewEveryMinutes": F(Int()),

@@ -293,3 +293,16 @@ class Secret(Node):
             return INVALID
         ctx.secrets.append((path, out))
         return out
+
+
+@dataclass
+class Sensitive(Node):
+    """A plain value (not a secret input) that may still carry a credential: an API header, a
+    command's environment, a URL with a password. ``config show`` prints it ``[redacted]``, or with
+    ``url=True`` with only a URL password masked (operations.md §6: tokens never appear there)."""
+
+    inner: Node
+    url: bool = False
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        return self.inner.check(value, path, ctx)

@@ -99,6 +99,33 @@ def test_redacts_runtime_and_channel_secrets(kit: Kit) -> None:
     assert shown["storage"]["postgres"]["dsn"] == "host=db user=u password=*** dbname=x"
 
 
+def test_redacts_values_that_may_carry_credentials(kit: Kit) -> None:
+    """operations.md §6: tokens never appear in `config show` — not only in secret inputs, but in API
+    headers, a command's environment, URLs with a password and the (inert) Gmail push token."""
+    s = kit.load(
+        {
+            "agents": {"list": [
+                {"id": "x", "runtime": {"kind": "openai", "baseUrl": "https://u:pw@llm.local/v1",
+                                        "headers": {"X-Api-Key": "sk-header"}}},
+                {"id": "y", "runtime": {"kind": "command", "command": ["/bin/run"], "env": {"VAULT_TOKEN": "vt"}}},
+            ]},
+            "channels": {"webhook": {"url": "https://bot:hunter2@chat.local/in", "headers": {"Authorization": "t"}}},
+            "hooks": {"enabled": True, "token": "hook-secret", "gmail": {"pushToken": "push-secret"}},
+        }
+    )
+    shown = redacted_effective(s)
+    text = json.dumps(shown)
+    for secret in ("sk-header", "vt", "hunter2", "push-secret", ":pw@", '"t"'):
+        assert secret not in text
+    x, y = shown["agents"]["list"]
+    assert x["runtime"]["headers"] == {"X-Api-Key": "[redacted]"}
+    assert x["runtime"]["baseUrl"] == "https://u:***@llm.local/v1"
+    assert y["runtime"]["env"] == {"VAULT_TOKEN": "[redacted]"}
+    assert shown["channels"]["webhook"]["url"] == "https://bot:***@chat.local/in"
+    assert shown["hooks"]["gmail"]["pushToken"] == "[redacted]"
+    assert shown["agents"]["defaults"] == redacted_effective(kit.load({}))["agents"]["defaults"]
+
+
 @pytest.mark.parametrize(
     ("raw", "masked"),
     [
