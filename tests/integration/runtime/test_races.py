@@ -128,7 +128,8 @@ def test_overlapping_reloads_end_with_the_newest_file(gateway_factory: GatewayFa
     v3["hooks"]["token"] = "v3-token"
     gw.config_path.write_text(json.dumps(v3))
     gw.signal(signal.SIGHUP)  # reload #2: reads v3 at once
-    time.sleep(3.5)  # both reloads done
+    wait_for(lambda: sum(e.get("event") == "config.loaded" and "trigger" in e for e in gw.flushed_log_events()) >= 2,
+             timeout=20)  # both reloads done
 
     def status(token: str) -> int:
         with gw.client() as c:
@@ -169,7 +170,12 @@ def test_a_wake_committed_after_the_turn_read_its_events_is_left_for_the_next_tu
         hold_write_lock(gw, 1.2)  # the claim of the due heartbeat waits for the lock; "second" queues behind it
         t.join()
         assert results == [200]
-        time.sleep(2.0)  # a wake request pulls the turn to +250 ms, or to 1 s after a running turn
+        # a wake request pulls the turn to +250 ms, or to 1 s after a running turn; the next
+        # scheduled one is 30 min away, so waiting up to 10 s for it tells the two apart
+        try:
+            wait_for(lambda: pending_events(gw) == [], timeout=10)
+        except AssertionError:
+            pass  # reported below, with what the store holds
         with db(gw) as conn:
             requests = [tuple(r) for r in conn.execute("SELECT reason, created_at, consumed FROM heartbeat_requests "
                                                      "ORDER BY id DESC LIMIT 2")]
