@@ -51,6 +51,7 @@ from hookgate.channels.base import (
 from hookgate.config.schema import CHANNEL_SCHEMAS
 from hookgate.config.settings import ChannelSettings
 from hookgate.config.validate import MISSING
+from hookgate.obs.logging import clean_text
 from hookgate.signing import standard_webhooks_key
 
 DESCRIPTION_MAX_CHARS = 200
@@ -87,8 +88,9 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 
 
 def clip(text: str, limit: int = DESCRIPTION_MAX_CHARS) -> str:
-    """Whitespace collapsed, cut to ``limit`` characters (an ellipsis marks the cut)."""
-    flat = " ".join(text.split())
+    """Control characters → space, whitespace collapsed, cut to ``limit`` characters (an ellipsis marks
+    the cut): a remote API's text reaches logs and the stored ``lastError``."""
+    flat = clean_text(text, limit=len(text))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

@@ -109,7 +109,8 @@ class Gateway:
             else:
                 answer = error_b(404, "Not Found")
         except Exception:
-            self.log.exception("http.unhandled", request_id=rid)
+            self.log.exception("http.unhandled", request_id=rid, surface=surface, route=req.log.get("route", "-"),
+                               client_ip=req.client_ip)
             answer = (
                 json_answer(500, {"ok": False, "code": "internal_error", "error": "internal error"})
                 if surface == "webhooks"

@@ -108,7 +108,9 @@ class HooksSurface:
             if self.mapped is not None:
                 return await self.mapped(req, sub_path, payload, body)
             return error_b(404, "Not Found")
-        except StoreUnavailable:  # the store counted it in hookgate_store_errors_total
+        except StoreUnavailable as exc:  # the store counted it in hookgate_store_errors_total
+            gw.log.warning("store.error", **self.context(req), operation=f"hooks.{req.log['route']}",
+                           error=clean_text(str(exc.__cause__ or exc)))
             return error_b(503, "Service Unavailable", headers=[(b"retry-after", b"1")], reason="store")
         except RequestError as exc:
             gw.metrics.body_rejections.labels("hooks", "invalid_request").inc()

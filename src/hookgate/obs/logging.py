@@ -21,14 +21,14 @@ import msgspec
 import structlog
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\s]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\s]+")  # C0, DEL, C1 (0x9b is a terminal CSI) and whitespace
 _encode = msgspec.json.Encoder().encode
 
 INSTANCE_ID = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(2).hex()}"
 
 
 def clean_text(value: str, limit: int = 500) -> str:
-    """A free-text value made safe for a log line: control characters → space, collapsed, cut."""
+    """A free-text value made safe for a log line: control characters (C0 and C1) → space, collapsed, cut."""
     return _CONTROL.sub(" ", value).strip()[:limit]
 
 

@@ -34,6 +34,7 @@ from hookgate.channels.base import (
 )
 from hookgate.clock import Clock
 from hookgate.config.settings import ChannelSettings, Settings
+from hookgate.obs.logging import clean_text
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.replies import dead_letter_summary
@@ -165,7 +166,9 @@ async def _failed(ctx: DeliveryContext, job: DeliveryJob, exc: DeliveryError, do
     await ctx.store.flow_write(commit)
     if dead:
         ctx.metrics.deliveries.labels(job.channel, "dead").inc()
-        ctx.log.warning("delivery.dead", **_log_fields(job), attempts=attempts, error=exc.message, http_status=exc.http_status)
+        ctx.log.warning("delivery.dead", **_log_fields(job), attempts=attempts, error=clean_text(exc.message),
+                        http_status=exc.http_status)
     else:
         ctx.metrics.deliveries.labels(job.channel, "retry").inc()
-        ctx.log.info("delivery.retry", **_log_fields(job), attempts=attempts, next_attempt_at=next_at, error=exc.message, http_status=exc.http_status)
+        ctx.log.info("delivery.retry", **_log_fields(job), attempts=attempts, next_attempt_at=next_at,
+                     error=clean_text(exc.message), http_status=exc.http_status)

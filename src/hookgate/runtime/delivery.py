@@ -43,13 +43,14 @@ def resolve_target(ctx: RunContext, tx: RuntimeTx, agent_id: str, channel: str, 
 
 
 async def deliver_reply(ctx: RunContext, *, agent_id: str, channel: str, to: Any, text: str,
-                        run_id: str) -> DeliveryOutcome:
+                        run_id: str, session_key: str) -> DeliveryOutcome:
     """Resolve the target; with one, the ``pending`` delivery row to commit with the run."""
     requested_to = to if isinstance(to, str) and to else None
     target = await ctx.store.flow_read(
         lambda tx: resolve_target(ctx, tx, agent_id, channel, requested_to), small=True)
     if isinstance(target, str):
-        ctx.log.info("delivery.no_target", run_id=run_id, agent_id=agent_id, reason=target)
+        ctx.log.info("delivery.no_target", run_id=run_id, agent_id=agent_id, session_key=session_key,
+                     channel=channel, reason=target)
         ctx.metrics.deliveries.labels(channel, "no_target").inc()
         return DeliveryOutcome(False)
     chosen, target_to = target

@@ -54,7 +54,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     silent = result.status == "ok" and is_silent(result.reply, agent.heartbeat.ack_max_chars)
     if result.status == "ok" and not silent:
         delivery = await deliver_reply(ctx, agent_id=agent_id, channel="last", to=None, text=result.reply or "",
-                                       run_id=run_id)
+                                       run_id=run_id, session_key=session)
         record = delivery.record
         if record is not None:
             outcome = "delivered"  # handed to the delivery job with the turn's commit

@@ -233,7 +233,8 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
         ctx.metrics.deliveries.labels(str(inputs.get("channel") or "last"), "suppressed").inc()
     if result.status == "ok" and deliver and not silent:
         outcome = await deliver_reply(ctx, agent_id=run.agent_id, channel=str(inputs.get("channel") or "last"),
-                                      to=inputs.get("to"), text=result.reply or "", run_id=run.run_id)
+                                      to=inputs.get("to"), text=result.reply or "", run_id=run.run_id,
+                                      session_key=run.session_key)
         has_target, record = outcome.has_target, outcome.record
     name = run.name
     summary = hook_summary_event(name=name, status=result.status, reply=result.reply, error=result.error,

@@ -1,0 +1,137 @@
+"""Log lines as operations.md §2 gives them: free text from outside (a user agent, a remote API's error)
+without control characters, the request fields on every request line, `session_key` where known,
+and `store.error` for a store failure on the request path."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from gateway import AUTH, GatewayFactory, hooks_config, raw_request, wait_for
+
+CONTROL = {chr(c) for c in range(0x00, 0x20)} | {chr(c) for c in range(0x7F, 0xA0)}  # Unicode Cc
+
+
+def _access_line(gw: Any, rid: str) -> dict[str, Any]:
+    return next(e for e in gw.flushed_log_events() if e.get("request_id") == rid and e["event"] == "http.request")
+
+
+def test_user_agent_c1_control_characters_are_sanitised_in_the_access_line(gateway_factory: GatewayFactory) -> None:
+    # operations.md §2: "Free-text values that are logged (hook names, mapping ids, error messages) are
+    # sanitised: control characters → space"; docs/operations.md: "the user agent (sanitised like every
+    # logged free text: control characters → space, whitespace collapsed, at most 500 characters)".
+    gw = gateway_factory(hooks_config())
+    # 0x9b is CSI (a C1 control character: an ANSI escape introducer on a terminal)
+    out, _ = raw_request(gw.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                  b"X-Request-Id: ua-c1\r\nUser-Agent: ab\x9b2Jcd\r\n\r\n", read_timeout=3)
+    assert out.startswith(b"HTTP/1.1 200")
+    ua = _access_line(gw, "ua-c1")["user_agent"]
+    assert not (set(ua) & CONTROL), f"control character logged in user_agent: {ua!r}"
+
+
+def test_unhandled_exception_line_carries_the_known_request_fields(gateway_factory: GatewayFactory,
+                                                                  tmp_path: Path) -> None:
+    # operations.md §2: "Every line has ts, level, event, instance, and where known request_id,
+    # surface (hooks, webhooks, health), route (hooks: wake, agent, mapping:<id>, unmatched; …),
+    # client_ip"; docs/operations.md: "every line about a request adds request_id, surface, route and
+    # client_ip".
+    tdir = tmp_path / "hooks" / "transforms"
+    tdir.mkdir(parents=True)
+    (tdir / "boom.py").write_text(
+        "class D(dict):\n"
+        "    def __contains__(self, key):\n"
+        "        raise ValueError('boom')\n"
+        "def transform(ctx):\n"
+        "    return D(message='x')\n"
+    )
+    cfg = hooks_config(mappings=[{"id": "boom", "match": {"path": "boom"}, "transform": {"module": "boom.py"}}])
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        r = c.post("/hooks/boom", json={}, headers={**AUTH, "X-Request-Id": "unhandled-1"})
+    assert r.status_code == 500
+    line = next(e for e in gw.flushed_log_events()
+                if e.get("request_id") == "unhandled-1" and e["event"] != "http.request")
+    assert line["event"] == "http.unhandled"
+    assert (line.get("surface"), line.get("route"), line.get("client_ip")) == ("hooks", "mapping:boom", "127.0.0.1"), line
+
+
+@contextmanager
+def _failing_receiver(error_text: str) -> Iterator[str]:
+    """A loopback API that answers every POST with 400 and a JSON error description."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            payload = json.dumps({"error": error_text}).encode()
+            self.send_response(400)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/in"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_delivery_error_from_a_remote_api_is_sanitised_in_the_log(gateway_factory: GatewayFactory) -> None:
+    # operations.md §2: "Free-text values that are logged (hook names, mapping ids, error messages) are
+    # sanitised: control characters → space, whitespace collapsed, cut to 500 characters."
+    with _failing_receiver("bad\x1b[2J\x07thing") as url:
+        cfg = hooks_config()
+        cfg["channels"] = {"webhook": {"url": url}}
+        gw = gateway_factory(cfg)
+        with gw.client() as c:
+            r = c.post("/hooks/agent", json={"message": "hi", "channel": "webhook", "to": "t"}, headers=AUTH)
+            assert r.status_code == 200
+        dead = wait_for(lambda: [e for e in gw.flushed_log_events() if e["event"] == "delivery.dead"], timeout=15)
+    error = dead[0]["error"]
+    assert "thing" in error
+    assert not (set(error) & CONTROL), f"control characters logged in delivery.dead error: {error!r}"
+
+
+def test_no_target_line_carries_the_run_session_key(gateway_factory: GatewayFactory) -> None:
+    # operations.md §2: "… and where known request_id, surface, route, client_ip, run_id, flow_id,
+    # task_id, agent_id, session_key, delivery_id" (the run being delivered has its session key).
+    gw = gateway_factory(hooks_config())
+    with gw.client() as c:
+        run_id = c.post("/hooks/agent", json={"message": "hi", "sessionKey": None}, headers=AUTH).json()["runId"]
+    line = wait_for(lambda: [e for e in gw.flushed_log_events() if e["event"] == "delivery.no_target"], timeout=10)[0]
+    assert line["run_id"] == run_id
+    assert line.get("session_key", "").startswith("agent:main:hook:"), line
+
+
+def test_a_failed_store_commit_on_the_request_path_logs_store_error(gateway_factory: GatewayFactory,
+                                                                   tmp_path: Path) -> None:
+    # operations.md §2 event names: "… `store.error`, …"; README §5: "The store being unreachable or
+    # failing a commit gives 503"; operations.md §4.2: "If the database cannot be written …, affected
+    # requests get 503". The failure is counted (hookgate_store_errors_total) but never logged.
+    import sqlite3
+
+    cfg = hooks_config()
+    cfg["storage"]["sqlite"]["busyTimeoutMs"] = 100
+    gw = gateway_factory(cfg)
+    holder = sqlite3.connect(tmp_path / "hookgate.db", isolation_level=None, timeout=5)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock (a CLI command)
+        with gw.client() as c:
+            r = c.post("/hooks/wake", json={"text": "x"}, headers={**AUTH, "X-Request-Id": "store-fail"})
+        assert r.status_code == 503, r.text
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    events = [e["event"] for e in gw.flushed_log_events()]
+    assert "store.error" in events, events
