@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway import AUTH, GatewayFactory, hooks_config, raw_request, wait_for
 
-CONTROL = {chr(c) for c in range(0x00, 0x20)} | {chr(c) for c in range(0x7F, 0xA0)}  # Unicode Cc
+CONTROL = {chr(c) for c in range(0x20)} | {chr(c) for c in range(0x7F, 0xA0)}  # Unicode Cc
 
 
 def _access_line(gw: Any, rid: str) -> dict[str, Any]:

@@ -100,7 +100,7 @@ def check_headers(
         ts = int(timestamp)
     except ValueError:
         return False
-    if abs(now_s - ts) > auth.tolerance_seconds:
+    if abs(int(now_s) - ts) > auth.tolerance_seconds:  # in unix seconds, as the timestamp: ± is symmetric
         return False
     return PendingSignature(signature, webhook_id, timestamp)
 
