@@ -18,6 +18,7 @@ from typing import Any
 
 from hookgate import __version__
 from hookgate.config.loader import load_settings, locate_config
+from hookgate.config.names import normalize_channel_name
 from hookgate.config.render import redacted_effective, summary_line
 from hookgate.config.settings import POSTGRES_UNAVAILABLE, Settings
 from hookgate.errors import ConfigError, HookgateError
@@ -476,7 +477,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             since = None if args.since is None else now - args.since * 1000
 
             def requeue_many(tx: Any) -> int:
-                ids = tx.dead_deliveries(args.channel, since)
+                channel = None if args.channel is None else normalize_channel_name(args.channel)  # `teams` too
+                ids = tx.dead_deliveries(channel, since)
                 if not args.dry_run:
                     for delivery_id in ids:
                         tx.requeue_delivery(delivery_id, now)

@@ -417,7 +417,8 @@ class WebhookAdapter(HttpAdapter):
         # Configured headers first: they may not replace the content type or the signature.
         headers = {k: v for k, v in headers.items()
                    if k.lower() not in {"content-type", "webhook-id", "webhook-timestamp", "webhook-signature"}}
-        headers.setdefault("user-agent", USER_AGENT)
+        if not any(k.lower() == "user-agent" for k in headers):  # a configured one replaces ours
+            headers["user-agent"] = USER_AGENT
         headers["content-type"] = "application/json"
         if secret is not None:
             timestamp = int(self.clock())

@@ -430,6 +430,14 @@ async def test_webhook_is_signed_the_standard_webhooks_way(fake_api: FakeApi, ht
     assert json.loads(req.raw)["text"] == "deploy done"
 
 
+async def test_webhook_configured_user_agent_replaces_hookgates(fake_api: FakeApi, http: httpx.AsyncClient) -> None:
+    """A configured header may replace the user agent, whatever the case of its name: one User-Agent."""
+    cfg = settings("webhook", {"url": fake_api.url + "/hook", "headers": {"User-Agent": "acme-bot/2"}}, {})
+    await HTTP_ADAPTERS["webhook"](cfg, http).send("t", ["x"], 0, ENVELOPE, Sent())
+    [req] = fake_api.requests
+    assert req.headers["user-agent"] == "acme-bot/2"
+
+
 async def test_webhook_without_a_secret_is_unsigned(fake_api: FakeApi, http: httpx.AsyncClient) -> None:
     cfg = settings("webhook", {"url": fake_api.url + "/hook"}, {})
     await HTTP_ADAPTERS["webhook"](cfg, http).send("t", ["x"], 0, ENVELOPE, Sent())

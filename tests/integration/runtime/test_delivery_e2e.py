@@ -93,6 +93,9 @@ def test_dead_delivery_summary_and_replay(gateway_factory: GatewayFactory, recei
     assert refused.stderr.strip() == f"delivery {ok['deliveryId']} is delivered; only dead deliveries can be replayed"
     assert gw.cli("replay", "deliveries", "--dead", "--channel", "webhook", "--dry-run", check=True
                   ).stdout.strip() == "would requeue 1 deliveries"
+    # a channel name as requests give it: trimmed, lower-cased, through the aliases (model.md §10.1)
+    assert gw.cli("replay", "deliveries", "--dead", "--channel", " WebHook ", "--dry-run", check=True
+                  ).stdout.strip() == "would requeue 1 deliveries"
     assert gw.cli("replay", "deliveries", "--dead", "--channel", "slack", check=True
                   ).stdout.strip() == "requeued 0 deliveries"
     assert gw.cli("replay", "delivery", d["deliveryId"], check=True).stdout.strip() == (
