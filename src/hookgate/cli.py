@@ -18,7 +18,7 @@ from typing import Any
 
 from hookgate import __version__
 from hookgate.config.loader import load_settings, locate_config
-from hookgate.config.names import normalize_channel_name
+from hookgate.config.names import normalize_agent_id, normalize_channel_name
 from hookgate.config.render import redacted_effective, summary_line
 from hookgate.config.settings import POSTGRES_UNAVAILABLE, Settings
 from hookgate.errors import ConfigError, HookgateError
@@ -37,6 +37,16 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
                         default=default if suppress else "info")
     parser.add_argument("--log-format", choices=["json", "console"], default=default)
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def _port(text: str) -> int:
@@ -72,11 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", parents=[common], help="inspect agent runs")
     runs_sub = runs.add_subparsers(dest="runs_command", metavar="list|show", required=True)
     runs_list = runs_sub.add_parser("list", parents=[common])
-    runs_list.add_argument("--agent")
+    runs_list.add_argument("--agent", type=normalize_agent_id)
     runs_list.add_argument("--kind", choices=["hook", "task", "heartbeat"])
     runs_list.add_argument("--status", action="append", default=[])
     runs_list.add_argument("--since", metavar="DURATION", type=_duration)
-    runs_list.add_argument("--limit", type=int, default=50)
+    runs_list.add_argument("--limit", type=_limit, default=50)
     runs_list.add_argument("--json", action="store_true")
     runs_show = runs_sub.add_parser("show", parents=[common])
     runs_show.add_argument("run_id")
@@ -88,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     flows_list.add_argument("--session", metavar="KEY")
     flows_list.add_argument("--route", metavar="ROUTE_ID")
     flows_list.add_argument("--status", action="append", default=[])
-    flows_list.add_argument("--limit", type=int, default=50)
+    flows_list.add_argument("--limit", type=_limit, default=50)
     flows_list.add_argument("--json", action="store_true")
     flows_show = flows_sub.add_parser("show", parents=[common])
     flows_show.add_argument("flow_id")
@@ -97,9 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     events = sub.add_parser("events", parents=[common], help="inspect system events")
     events_sub = events.add_subparsers(dest="events_command", metavar="list", required=True)
     events_list = events_sub.add_parser("list", parents=[common])
-    events_list.add_argument("--agent")
+    events_list.add_argument("--agent", type=normalize_agent_id)
     events_list.add_argument("--status", choices=["pending", "consumed", "dropped", "all"], default="pending")
-    events_list.add_argument("--limit", type=int, default=50)
+    events_list.add_argument("--limit", type=_limit, default=50)
     events_list.add_argument("--json", action="store_true")
 
     hooks = sub.add_parser("hooks", parents=[common], help="try a hook request without dispatching it")
@@ -317,7 +327,13 @@ def _iso(ms: int | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
 
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
+    # cells hold untrusted text (an event's text, a flow's goal): no control character reaches the
+    # operator's terminal, and a tab or newline cannot break the columns
+    rows = [[_UNPRINTABLE.sub(" ", cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     for row in rows:

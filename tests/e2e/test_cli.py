@@ -98,6 +98,36 @@ def test_token_generate(tmp_path: Path, nbytes: int) -> None:
     assert hookgate(tmp_path, "token", "generate", "--bytes", "8").returncode == 2
 
 
+def test_tables_keep_control_characters_off_the_terminal(tmp_path: Path) -> None:
+    """An event's text comes from a webhook: in the table an escape sequence or a tab is a space."""
+    import asyncio
+
+    from hookgate.clock import SystemClock
+    from hookgate.config.loader import load_settings
+    from hookgate.hooks.actions import WakeAction
+    from hookgate.hooks.dispatch import dispatch_wake
+    from hookgate.store import open_store
+
+    (tmp_path / "hookgate.json5").write_text('{hooks: {enabled: true, token: "t"}}')
+    settings = load_settings(str(tmp_path / "hookgate.json5"), {}, cwd=str(tmp_path))
+
+    async def seed() -> None:
+        store = open_store(settings.storage)
+        await store.open("cli")
+        try:
+            await dispatch_wake(WakeAction("red\x1b[31m alert\tnow\x9b2J", "now"), settings, store, SystemClock())
+        finally:
+            await store.close()
+
+    asyncio.run(seed())
+    r = hookgate(tmp_path, "events", "list")
+    assert r.returncode == 0
+    row = r.stdout.splitlines()[1]
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in row), repr(row)
+    assert row.endswith("red [31m alert now 2J")
+    assert "\x1b" in json.loads(hookgate(tmp_path, "events", "list", "--json").stdout)[0]["text"]
+
+
 def test_events_and_runs_commands(tmp_path: Path) -> None:
     import asyncio
 
@@ -130,6 +160,9 @@ def test_events_and_runs_commands(tmp_path: Path) -> None:
     assert "agent:main:main" in row and "pending" in row and row.endswith("Deploy finished")
     assert json.loads(hookgate(tmp_path, "events", "list", "--json").stdout)[0]["text"] == "Deploy finished\nsecond line"
     assert hookgate(tmp_path, "events", "list", "--status", "dropped").stdout.count("\n") == 1
+    # an agent id as requests give it; a limit below 1 is a usage error
+    assert hookgate(tmp_path, "events", "list", "--agent", " MAIN ").stdout == r.stdout
+    assert hookgate(tmp_path, "events", "list", "--limit", "0").returncode == 2
 
     r = hookgate(tmp_path, "runs", "list")
     assert r.returncode == 0
