@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import difflib
 import email.utils
 import hashlib
 import hmac
@@ -58,6 +59,7 @@ DESCRIPTION_MAX_CHARS = 200
 USER_AGENT = f"hookgate/{__version__}"
 RETRYABLE_STATUSES = frozenset({408, 429})
 MASK = "***"
+ECHO_MASK = "[text]"  # where an error quoted the delivered text
 
 
 # --- pure helpers (unit-tested) -------------------------------------------------------------------
@@ -100,6 +102,27 @@ def mask(text: str, secrets: Sequence[str]) -> str:
         if secret:
             text = text.replace(secret, MASK)
     return text
+
+
+_PLAIN_HEADERS = frozenset({"content-type", "user-agent", "webhook-id", "webhook-timestamp"})
+ECHO_MIN_CHARS = 12  # a quoted piece of the text this long is masked wherever it is in an error
+
+
+def mask_echo(message: str, text: str) -> str:
+    """``message`` without the delivered ``text``: the whole of it, and every piece of it of at least
+    ``ECHO_MIN_CHARS`` characters (an API that quotes the first 100 characters), as ``[text]``."""
+    text = text.strip()
+    if not text:
+        return message
+    if len(text) < ECHO_MIN_CHARS:
+        return message.replace(text, ECHO_MASK) if len(text) >= 4 else message
+    for _ in range(8):  # an error text is at most a few hundred characters: a few pieces at most
+        match = difflib.SequenceMatcher(None, message, text, autojunk=False).find_longest_match(
+            0, len(message), 0, len(text))
+        if match.size < ECHO_MIN_CHARS:
+            break
+        message = message[:match.a] + ECHO_MASK + message[match.a + match.size:]
+    return message
 
 
 def dig(value: Any, *path: str | int) -> Any:
@@ -164,7 +187,22 @@ class HttpAdapter:
         for index in range(start, len(parts)):
             request = self.build(to, parts[index], envelope)
             response = await self._post(request)
-            await sent(index, self.accept(response), response.status_code)
+            try:
+                message_id = self.accept(response)
+            except DeliveryError as exc:
+                raise self._scrubbed(exc, parts[index], request) from None
+            await sent(index, message_id, response.status_code)
+
+    def _scrubbed(self, exc: DeliveryError, text: str, request: Request) -> DeliveryError:
+        """A remote API's error as hookgate keeps and logs it: the API may quote what it was sent, so
+        the request's credential headers (configured ones included) and the text are taken out."""
+        quoted = [v for k, v in request.headers.items() if k.lower() not in _PLAIN_HEADERS]
+        quoted += [v.split(" ", 1)[1] for v in quoted if " " in v.strip()]  # "Bearer <token>": the token too
+        message = mask_echo(mask(exc.message, quoted), text)
+        if message == exc.message:
+            return exc
+        return DeliveryError(message, retryable=exc.retryable, http_status=exc.http_status,
+                             retry_after=exc.retry_after)
 
     # -- what a subclass provides ------------------------------------------------------------------
 

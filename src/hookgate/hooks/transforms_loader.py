@@ -334,7 +334,7 @@ async def _bounded(awaitable: Any, deadline: float) -> Any:
     cancelled and no longer waited for, so one that catches the cancellation and goes on still fails
     at its deadline (its late result or error is dropped). ``TimeoutError`` when it was too late."""
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(awaitable)
+    task = asyncio.ensure_future(_contained(awaitable))
     try:
         await asyncio.wait((task,), timeout=max(0.0, deadline - loop.time()))
     except asyncio.CancelledError:  # the request itself is cancelled: so is the transform
@@ -345,6 +345,15 @@ async def _bounded(awaitable: Any, deadline: float) -> Any:
         task.add_done_callback(_drop_outcome)
         raise TimeoutError
     return task.result()  # its value, its exception, or CancelledError when it was cancelled itself
+
+
+async def _contained(awaitable: Any) -> Any:
+    """A task that raises ``SystemExit`` or ``KeyboardInterrupt`` stops the event loop itself; a
+    transform's is its failure like any other exception (its text unlogged: it may hold payload)."""
+    try:
+        return await awaitable
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise TransformFailed(type(exc).__name__, "") from None
 
 
 def _drop_outcome(task: asyncio.Future[Any]) -> None:
