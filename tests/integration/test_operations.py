@@ -268,7 +268,8 @@ def test_store_unavailable_gives_503_and_commits_nothing(gateway_factory: Gatewa
         blocker.execute("ROLLBACK")
         blocker.close()
     with gw.client() as c:
-        assert c.get("/readyz").status_code == 200
+        # readiness comes back by itself: a probe write, a second after the last failed commit
+        wait_for(lambda: c.get("/readyz").status_code == 200, timeout=5)
         first = c.post("/hooks/agent", json={"message": "m"}, headers={**AUTH, "Idempotency-Key": "k"})
         assert first.status_code == 200  # the 503 left no idempotency record behind
         assert c.post("/hooks/wake", json={"text": "lost?"}, headers=AUTH).json()["eventOutcome"] == "queued"

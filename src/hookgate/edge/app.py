@@ -108,14 +108,18 @@ class Gateway:
                 answer = await self.route_surface.handle(req, route)
             else:
                 answer = error_b(404, "Not Found")
+        except asyncio.CancelledError:
+            if not self.shutting_down:
+                raise
+            # the drain's deadline cut this request (uvicorn cancels what is left): it still gets the
+            # surface's JSON 500 — whether its write landed is unknown, so not a 503 "nothing committed"
+            self.log.warning("http.cut_by_drain", request_id=rid, surface=surface, route=req.log.get("route", "-"),
+                             client_ip=req.client_ip)
+            answer = _internal_error(surface)
         except Exception:
             self.log.exception("http.unhandled", request_id=rid, surface=surface, route=req.log.get("route", "-"),
                                client_ip=req.client_ip)
-            answer = (
-                json_answer(500, {"ok": False, "code": "internal_error", "error": "internal error"})
-                if surface == "webhooks"
-                else error_b(500, "Internal Server Error")
-            )
+            answer = _internal_error(surface)
         if answer is None:
             return
         if self.shutting_down:
@@ -192,3 +196,10 @@ class Gateway:
             "configHash": self.settings.config_hash,
         }
         return json_answer(200 if not failing else 503, body)
+
+
+def _internal_error(surface: str) -> Answer:
+    """README §5: an unexpected failure's 500, in the surface's own body."""
+    if surface == "webhooks":
+        return json_answer(500, {"ok": False, "code": "internal_error", "error": "internal error"})
+    return error_b(500, "Internal Server Error")

@@ -11,6 +11,7 @@ from storetest import NOW, StoreFactory, sample
 from hookgate.errors import StoreUnavailable
 from hookgate.obs.metrics import Metrics
 from hookgate.store.sqlite import SqliteStore
+from hookgate.store.sqlite import backend as sqlite_backend
 
 
 def insert_session(key: str):  # type: ignore[no-untyped-def]
@@ -86,7 +87,9 @@ async def test_operational_error_in_an_operation_is_store_unavailable(make_store
     assert await store._write(insert_session("after")) == "after"
 
 
-async def test_commit_failure_fails_every_waiter_of_the_group(make_store: StoreFactory) -> None:
+async def test_commit_failure_fails_every_waiter_of_the_group(make_store: StoreFactory,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_backend, "PROBE_AFTER_FAILURE_S", 0.2)
     metrics = Metrics()
     store = await make_store(metrics=metrics)
 
@@ -102,7 +105,9 @@ async def test_commit_failure_fails_every_waiter_of_the_group(make_store: StoreF
     assert all(isinstance(r, StoreUnavailable) and r.message == "store unavailable" for r in results)
     assert await count_sessions(store) == 0
     assert sample(metrics, "hookgate_store_errors_total", backend="sqlite") == 6
-    assert await store.ping() is True  # the probe write commits: healthy again
+    assert await store.ping() is False  # right after the failure: not probed yet
+    await asyncio.sleep(0.25)
+    assert await store.ping() is True  # a quiet while later the probe write commits: healthy again
     assert await store._write(insert_session("later")) == "later"
 
 

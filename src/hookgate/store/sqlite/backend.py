@@ -51,6 +51,7 @@ WAKE_DELAY_MS = 250  # model.md §6.2: wake requests within 250 ms coalesce into
 READ_POOL_SIZE = 4
 KNOWN_SESSIONS_MAX = 4096
 DROP_LOG_INTERVAL_S = 10.0
+PROBE_AFTER_FAILURE_S = 1.0  # /readyz probes a failed store with a write only after this long without a failure
 SWEEP_BATCH = 500  # rows per retention transaction: a few ms on the event loop
 
 # Binding None: the sqlite3 module sends every parameter that is not an exact int, float, str or
@@ -171,7 +172,8 @@ class SqliteStore:
         return conn
 
     def _take_lock(self) -> None:
-        lock_path = f"{self.path}.lock"
+        # the file's real path: a second config naming it through a symlink meets the same lock
+        lock_path = f"{os.path.realpath(self.path)}.lock"
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
@@ -213,7 +215,11 @@ class SqliteStore:
         writer = self._writer
         if writer is None:
             return False
-        # After a failed commit, probe with a real (no-op) write so readiness can recover by itself.
+        # After a failed commit, probe with a real (no-op) write so readiness can recover by itself;
+        # but not while requests' commits keep failing: the probe touches one page and may fit where
+        # a request's pages do not (a full disk), so it only speaks after a quiet PROBE_AFTER_FAILURE_S.
+        if not writer.healthy and time.monotonic() - writer.failed_at < PROBE_AFTER_FAILURE_S:
+            return False
         probe = _select_one if writer.healthy else _probe_write
         try:
             await asyncio.wait_for(self._write(probe), timeout)

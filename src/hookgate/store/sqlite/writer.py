@@ -133,6 +133,7 @@ class Writer:
         self._closed = False
         self._drained: asyncio.Event | None = None
         self.healthy = True  # False after a failed commit, until a commit that wrote succeeds
+        self.failed_at = 0.0  # time.monotonic() of the last failed commit
         self.commits = 0  # groups committed (tests and benchmarks read it)
         # Bumped by every BEGIN and every savepoint rolled back: what an operation learned of the
         # database holds only while it is unchanged (``total_changes`` does not go down on a rollback).
@@ -344,6 +345,7 @@ class Writer:
             except sqlite3.Error:
                 pass
         self.healthy = False
+        self.failed_at = time.monotonic()
         self._error(len(batch))
         return [(fut, False, _unavailable(cause)) for _, fut in batch]
 

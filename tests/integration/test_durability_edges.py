@@ -1,0 +1,132 @@
+"""Durability at the edges (README §5, §9; operations.md §1.1, §4.2): one serve per database file even
+through a symlink, readiness while a full disk refuses requests' commits, and the answer of a request
+that the drain's deadline cuts."""
+
+from __future__ import annotations
+
+import resource
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config
+
+
+def test_second_serve_through_a_symlinked_path_is_refused(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
+    """operations.md §1.1: "With SQLite, a second `serve` on the same database file refuses to start:
+    `database <path> is in use by another hookgate serve process` (an exclusive lock on `<path>.lock`)."
+    operations.md §4.2: "One `serve` process per database file"."""
+    first = gateway_factory()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "link.db").symlink_to(first.workdir / "hookgate.db")  # the very same database file
+    cfg = hooks_config()
+    cfg["storage"]["sqlite"]["path"] = "link.db"
+    second = RunningGateway(other, cfg)
+    try:
+        try:
+            second.start()
+            started = True
+        except RuntimeError:
+            started = False
+        if started:  # both processes now write (and run workers on) one file
+            with second.client() as c:
+                assert c.post("/hooks/wake", json={"text": "via second"}, headers=AUTH).status_code == 200
+            with sqlite3.connect(first.workdir / "hookgate.db") as conn:
+                assert conn.execute("SELECT count(*) FROM system_events WHERE text = 'via second'").fetchone()[0] == 1
+    finally:
+        second.stop()
+    assert not started, "a second serve started on the same database file (reached through a symlink)"
+    assert "is in use by another hookgate serve process" in second.stderr()
+
+
+def test_readyz_reports_store_while_a_full_disk_fails_every_write(gateway_factory: GatewayFactory) -> None:
+    """operations.md §4.2: "If the database cannot be written (disk full, I/O error), affected requests get
+    503 (README §5) and `/readyz` reports `store`." README §6: /readyz is 503 with `failing` listing
+    "store" unless a store round-trip succeeds.
+
+    The disk is made full for the server only: RLIMIT_FSIZE just above the current WAL size (Python
+    ignores SIGXFSZ, so SQLite's write gets EFBIG → "disk I/O error")."""
+    cfg = hooks_config()
+    gw = gateway_factory(cfg, args=("--no-worker",))
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "before", "mode": "next-heartbeat"}, headers=AUTH).status_code == 200
+    sizes = [p.stat().st_size for p in gw.workdir.iterdir() if p.is_file()]
+    limit = max(sizes) + 200_000
+    assert gw.proc is not None
+    resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE, (limit, limit))
+    acked: list[str] = []
+    with gw.client() as c:
+        for i in range(200):  # fill what is left
+            text = f"big{i} " + "x" * 20000
+            r = c.post("/hooks/wake", json={"text": text, "mode": "next-heartbeat"}, headers=AUTH)
+            if r.status_code == 200:
+                acked.append(f"big{i}")
+        for i in range(500):
+            r = c.post("/hooks/wake", json={"text": f"small{i}", "mode": "next-heartbeat"}, headers=AUTH)
+            if r.status_code != 200:
+                break
+            acked.append(f"small{i}")
+        observed = []
+        for i in range(5):
+            wake = c.post("/hooks/wake", json={"text": f"tiny{i}", "mode": "next-heartbeat"}, headers=AUTH)
+            ready = c.get("/readyz")
+            observed.append((wake.status_code, ready.status_code, ready.json()["failing"]))
+    # every write is refused ...
+    assert [w for w, _, _ in observed] == [503] * 5, observed
+    # ... and nothing acknowledged was lost (this part holds)
+    gw.kill9()
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        stored = {t.split(" ", 1)[0] for (t,) in conn.execute("SELECT text FROM system_events")}
+    assert set(acked) <= stored
+    # ... and readiness says so
+    assert [(r, f) for _, r, f in observed] == [(503, ["store"])] * 5, observed
+
+
+def test_a_request_cut_by_the_drain_timeout_still_gets_a_json_answer(gateway_factory: GatewayFactory) -> None:
+    """README §5: "Every response body is JSON, `Content-Type: application/json; charset=utf-8`" …
+    "An unexpected exception gives `500`: Surface B `{"ok":false,"error":"Internal Server Error"}` …
+    Nothing was committed." / "The store being unreachable or failing a commit gives `503` with
+    `Retry-After: 1`". operations.md §1.1: on SIGTERM "requests in progress finish".
+
+    A wake waits for the write lock (another process holds it, within busyTimeoutMs) when SIGTERM
+    arrives; drainTimeoutSeconds (1 s) ends before the lock is released."""
+    cfg = hooks_config(bodyTimeoutSeconds=10)
+    cfg["gateway"] = {"drainTimeoutSeconds": 1}
+    gw = gateway_factory(cfg, args=("--no-worker",))
+    blocker = sqlite3.connect(gw.workdir / "hookgate.db", isolation_level=None, timeout=5)
+    blocker.execute("BEGIN IMMEDIATE")
+    result: dict[str, Any] = {}
+
+    def send() -> None:
+        try:
+            with gw.client() as c:
+                result["r"] = c.post("/hooks/wake", json={"text": "waiting", "mode": "next-heartbeat"},
+                                     headers=AUTH)
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            result["r"] = exc
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    time.sleep(0.3)  # the request now waits for the writer
+    gw.signal(signal.SIGTERM)
+    time.sleep(2.5)
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    sender.join(15)
+    assert gw.proc is not None and gw.proc.wait(10) == 0
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        committed = conn.execute("SELECT count(*) FROM system_events WHERE text = 'waiting'").fetchone()[0]
+    r = result["r"]
+    assert not isinstance(r, Exception), r
+    assert committed == 0 or r.status_code == 200
+    assert r.headers.get("content-type") == "application/json; charset=utf-8", (r.status_code, r.headers, r.text)
+    if r.status_code == 500:
+        assert r.content == b'{"ok":false,"error":"Internal Server Error"}'
+    elif r.status_code == 503:
+        assert r.content == b'{"ok":false,"error":"Service Unavailable"}' and r.headers["retry-after"] == "1"
+    else:
+        assert r.status_code == 200 and committed == 1
