@@ -261,7 +261,9 @@ class Service:
             await asyncio.sleep(self.settings.storage.retention.sweep_seconds)
             try:
                 now = self.clock.now_ms()
-                await self.gateway.store.sweep(now)
+                idempotency = await self.gateway.store.sweep(now)
+                if idempotency:
+                    self.log.info("retention.swept", idempotency=idempotency)
                 if self.gateway.route_surface is not None:
                     tasks, flows = await self.gateway.route_surface.service.sweep(now)
                     if tasks or flows:
