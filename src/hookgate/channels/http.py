@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import difflib
 import email.utils
 import hashlib
 import hmac
@@ -105,24 +104,33 @@ def mask(text: str, secrets: Sequence[str]) -> str:
 
 
 _PLAIN_HEADERS = frozenset({"content-type", "user-agent", "webhook-id", "webhook-timestamp"})
+CREDENTIAL_MIN_CHARS = 8  # a header value this long may be a credential: masked where an error quotes it
 ECHO_MIN_CHARS = 12  # a quoted piece of the text this long is masked wherever it is in an error
+ECHO_SHORT_MIN_CHARS = 8  # a shorter text is masked only whole, and only from this length
+ECHO_SCAN_CHARS = 100_000  # an API quotes the start of what it got: the rest of a huge part is not read
 
 
 def mask_echo(message: str, text: str) -> str:
-    """``message`` without the delivered ``text``: the whole of it, and every piece of it of at least
-    ``ECHO_MIN_CHARS`` characters (an API that quotes the first 100 characters), as ``[text]``."""
-    text = text.strip()
-    if not text:
+    """``message`` without the delivered ``text``: every stretch of it that is covered by windows of
+    ``ECHO_MIN_CHARS`` characters found in the text becomes ``[text]`` (whole quotes, first lines,
+    pieces). The text is normalised as the message was (``clip``: control characters and whitespace
+    runs → one space). ``len(message)`` substring searches: linear in the text, on the error path only."""
+    flat = clean_text(text[: 2 * ECHO_SCAN_CHARS], limit=ECHO_SCAN_CHARS)  # whitespace runs shrink it
+    if len(flat) < ECHO_MIN_CHARS:
+        return message.replace(flat, ECHO_MASK) if len(flat) >= ECHO_SHORT_MIN_CHARS else message
+    covered = bytearray(len(message))
+    for i in range(len(message) - ECHO_MIN_CHARS + 1):
+        if message[i:i + ECHO_MIN_CHARS] in flat:
+            covered[i:i + ECHO_MIN_CHARS] = b"\x01" * ECHO_MIN_CHARS
+    if not any(covered):
         return message
-    if len(text) < ECHO_MIN_CHARS:
-        return message.replace(text, ECHO_MASK) if len(text) >= 4 else message
-    for _ in range(8):  # an error text is at most a few hundred characters: a few pieces at most
-        match = difflib.SequenceMatcher(None, message, text, autojunk=False).find_longest_match(
-            0, len(message), 0, len(text))
-        if match.size < ECHO_MIN_CHARS:
-            break
-        message = message[:match.a] + ECHO_MASK + message[match.a + match.size:]
-    return message
+    out: list[str] = []
+    for i, char in enumerate(message):
+        if not covered[i]:
+            out.append(char)
+        elif i == 0 or not covered[i - 1]:
+            out.append(ECHO_MASK)
+    return "".join(out)
 
 
 def dig(value: Any, *path: str | int) -> Any:
@@ -198,6 +206,8 @@ class HttpAdapter:
         the request's credential headers (configured ones included) and the text are taken out."""
         quoted = [v for k, v in request.headers.items() if k.lower() not in _PLAIN_HEADERS]
         quoted += [v.split(" ", 1)[1] for v in quoted if " " in v.strip()]  # "Bearer <token>": the token too
+        # a short value (X-Api-Version: 2) is no credential, and masking it would garble the error
+        quoted = [v for v in quoted if len(v.strip()) >= CREDENTIAL_MIN_CHARS]
         message = mask_echo(mask(exc.message, quoted), text)
         if message == exc.message:
             return exc

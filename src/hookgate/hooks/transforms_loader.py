@@ -339,6 +339,7 @@ async def _bounded(awaitable: Any, deadline: float) -> Any:
         await asyncio.wait((task,), timeout=max(0.0, deadline - loop.time()))
     except asyncio.CancelledError:  # the request itself is cancelled: so is the transform
         task.cancel()
+        task.add_done_callback(_drop_outcome)  # not awaited: its error must not be reported as unretrieved
         raise
     if not task.done():
         task.cancel()

@@ -438,6 +438,20 @@ async def test_webhook_configured_user_agent_replaces_hookgates(fake_api: FakeAp
     assert req.headers["user-agent"] == "acme-bot/2"
 
 
+async def test_quoted_credentials_are_masked_but_plain_header_values_kept(fake_api: FakeApi,
+                                                                          http: httpx.AsyncClient) -> None:
+    """An API that quotes the request back: a credential-length header value (and the token after its
+    scheme) is masked in the error; a short plain one (X-Api-Version: 2) is not looked for, so the
+    error's own text — HTTP 400 — stays whole."""
+    headers = {"X-Api-Version": "2", "Authorization": "Bearer tok-7Qx1mZ93"}
+    cfg = settings("webhook", {"url": fake_api.url + "/hook", "headers": headers}, {})
+    fake_api.respond = lambda req: Reply(400, {"error": f"v2 rejected {req.headers['authorization']} "
+                                                        f"and tok-7Qx1mZ93"})
+    with pytest.raises(DeliveryError) as caught:
+        await HTTP_ADAPTERS["webhook"](cfg, http).send("t", ["x"], 0, ENVELOPE, Sent())
+    assert caught.value.message == "webhook: HTTP 400: v2 rejected *** and ***"
+
+
 async def test_webhook_without_a_secret_is_unsigned(fake_api: FakeApi, http: httpx.AsyncClient) -> None:
     cfg = settings("webhook", {"url": fake_api.url + "/hook"}, {})
     await HTTP_ADAPTERS["webhook"](cfg, http).send("t", ["x"], 0, ENVELOPE, Sent())

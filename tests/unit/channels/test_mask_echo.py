@@ -15,8 +15,14 @@ from hookgate.channels.http import mask_echo
         ("HTTP 400: bad text 'the deploy of api-v2 wen…'", "the deploy of api-v2 went fine, 3 hosts",
          "HTTP 400: bad text '[text]…'"),
         ("x: chat not found", "hi there", "x: chat not found"),  # nothing quoted
-        ("x: bad text secret!", "secret!", "x: bad text [text]"),  # a short text quoted whole
+        ("x: bad text secret!!", "secret!!", "x: bad text [text]"),  # a short text quoted whole
         ("x: not ok", "ok", "x: not ok"),  # too short to tell a quote from a word
+        ("x: error in field", "error", "x: error in field"),
+        # the message was clip()ped: the text's newlines are spaces there, and matched so
+        ("x: invalid: pin 4711 acct 99-123 user bob", "pin 4711\nacct 99-123\nuser bob", "x: invalid: [text]"),
+        # two separate quotes, each masked
+        ("x: 'first line of it' and 'the second line'", "first line of it\nthe second line",
+         "x: '[text]' and '[text]'"),
         ("x: HTTP 413", "   ", "x: HTTP 413"),
     ],
 )
