@@ -15,6 +15,7 @@ it holds first.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -61,6 +62,16 @@ class PassTransport:
         return getattr(self._transport, name)
 
 
+# The methods llhttp parses. Any other token is a valid method too (RFC 9110 §9.1: a token,
+# case-sensitive) that llhttp refuses as a malformed request; such a request is parsed as PATCH and
+# handed to the app with its own method, which then answers it like any method it does not take (405).
+_PARSED_METHODS = frozenset(
+    b"DELETE GET HEAD POST PUT CONNECT OPTIONS TRACE COPY LOCK MKCOL MOVE PROPFIND PROPPATCH SEARCH "
+    b"UNLOCK BIND REBIND UNBIND ACL REPORT MKACTIVITY CHECKOUT MERGE M-SEARCH NOTIFY SUBSCRIBE "
+    b"UNSUBSCRIBE PATCH PURGE MKCALENDAR LINK UNLINK SOURCE PRI DESCRIBE ANNOUNCE SETUP PLAY PAUSE "
+    b"TEARDOWN GET_PARAMETER SET_PARAMETER REDIRECT RECORD FLUSH QUERY".split()
+)
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}")
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers of one request (checked per read: ≤ one read more)
 HEAD_TIMEOUT_S = 15.0  # from connecting, or a request's first byte, to the end of its headers
 _SWEEP_EVERY_S = 1.0
@@ -84,6 +95,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _head_bytes = 0
     _head_marks = 0  # bumped at every request start and head end: did a boundary fall in this read?
     _message_begun = False
+    _at_message_start = True  # the next byte read starts a request (its method)
+    _other_method: str | None = None  # a method llhttp does not parse, read as PATCH
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(PassTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -104,8 +117,21 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         self._head_since = None
         self._head_marks += 1
         super().on_headers_complete()
+        if self._other_method is not None:  # the app reads the scope when its task runs: after this
+            self.scope["method"] = self._other_method
+            self._other_method = None
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._at_message_start = True
 
     def data_received(self, data: bytes) -> None:
+        if self._at_message_start:
+            self._at_message_start = False
+            space = data.find(b" ", 0, 34)
+            if space > 0 and data[:space] not in _PARSED_METHODS and _TOKEN.fullmatch(data, 0, space):
+                self._other_method = data[:space].decode("ascii")
+                data = b"PATCH" + data[space:]
         marks = self._head_marks
         super().data_received(data)
         if self._head_since is not None and marks == self._head_marks:  # all of it was head
