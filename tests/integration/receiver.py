@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,8 +20,13 @@ class Receiver:
     received: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
     url: str = ""
     delay: float = 0.0  # seconds each answer waits (a slow chat API)
+    always: int | None = None  # every answer's status (a refusing API), instead of the script
+    # the answer's JSON from the request's headers and body (an API that quotes what it got)
+    reply: Callable[[dict[str, str], Any], Any] | None = None
 
     def answer(self) -> tuple[int, dict[str, str]]:
+        if self.always is not None:
+            return self.always, {}
         return self.script.pop(0) if self.script else (200, {})
 
 
@@ -32,11 +37,14 @@ def running_receiver() -> Iterator[Receiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            rec.received.append((self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(body)))
+            got = {k.lower(): v for k, v in self.headers.items()}
+            doc = json.loads(body)
+            rec.received.append((self.path, got, doc))
             if rec.delay:
                 time.sleep(rec.delay)
             status, headers = rec.answer()
-            payload = json.dumps({"ok": status < 300, "id": f"m{len(rec.received)}"}).encode()
+            answer = rec.reply(got, doc) if rec.reply else {"ok": status < 300, "id": f"m{len(rec.received)}"}
+            payload = json.dumps(answer).encode()
             self.send_response(status)
             for k, v in headers.items():
                 self.send_header(k, v)

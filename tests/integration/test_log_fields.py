@@ -4,15 +4,13 @@ and `store.error` for a store failure on the request path."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from gateway import AUTH, GatewayFactory, hooks_config, raw_request, wait_for
+from receiver import running_receiver
 
 CONTROL = {chr(c) for c in range(0x20)} | {chr(c) for c in range(0x7F, 0xA0)}  # Unicode Cc
 
@@ -63,28 +61,10 @@ def test_unhandled_exception_line_carries_the_known_request_fields(gateway_facto
 @contextmanager
 def _failing_receiver(error_text: str) -> Iterator[str]:
     """A loopback API that answers every POST with 400 and a JSON error description."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            payload = json.dumps({"error": error_text}).encode()
-            self.send_response(400)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/in"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with running_receiver() as rec:
+        rec.always = 400
+        rec.reply = lambda _headers, _doc: {"error": error_text}
+        yield rec.url + "/in"
 
 
 def test_delivery_error_from_a_remote_api_is_sanitised_in_the_log(gateway_factory: GatewayFactory) -> None:

@@ -4,60 +4,27 @@ quotes the credential header or the text it was sent, a transform that exits wit
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
+from receiver import Receiver, running_receiver
 
 CHANNEL_HEADER_TOKEN = "chan-hdr-Zq81xVb7"  # a token configured as a webhook-channel header value
 
 
-class _EchoingApi:
-    """A chat API that refuses every message and, like many real APIs, quotes what it was sent."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[dict[str, str], Any]] = []
-        self.url = ""
-
-
 @contextmanager
-def echoing_api(status: int = 401) -> Iterator[_EchoingApi]:
-    api = _EchoingApi()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            doc = json.loads(body)
-            api.received.append((headers, doc))
-            auth = headers.get("authorization", "")
-            text = doc.get("text", "")
-            answer = json.dumps({"ok": False, "error": {"message": f"rejected {auth!s} for text {text}"}}).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    api.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+def echoing_api(status: int = 401) -> Iterator[Receiver]:
+    """A chat API that refuses every message and, like many real APIs, quotes what it was sent."""
+    with running_receiver() as api:
+        api.always = status
+        api.reply = lambda headers, doc: {"ok": False, "error": {
+            "message": f"rejected {headers.get('authorization', '')} for text {doc.get('text', '')}"}}
         yield api
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
-def _dead_delivery_gateway(gateway_factory: GatewayFactory, api: _EchoingApi) -> RunningGateway:
+def _dead_delivery_gateway(gateway_factory: GatewayFactory, api: Receiver) -> RunningGateway:
     cfg = hooks_config()
     cfg["channels"] = {"webhook": {"url": f"{api.url}/notify", "retry": {"maxAttempts": 1},
                                    "headers": {"Authorization": f"Bearer {CHANNEL_HEADER_TOKEN}"}}}
@@ -82,7 +49,7 @@ def test_channel_header_token_echoed_by_api_is_not_logged(gateway_factory: Gatew
     with echoing_api() as api:
         gw = _dead_delivery_gateway(gateway_factory, api)
         _post_and_wait_dead(gw, "deploy finished")
-        assert api.received and api.received[0][0]["authorization"] == f"Bearer {CHANNEL_HEADER_TOKEN}"
+        assert api.received and api.received[0][1]["authorization"] == f"Bearer {CHANNEL_HEADER_TOKEN}"
         log = "\n".join(json.dumps(e) for e in gw.flushed_log_events())
         assert CHANNEL_HEADER_TOKEN not in log, [e for e in gw.log_events() if e.get("event") == "delivery.dead"]
 
@@ -94,7 +61,7 @@ def test_delivered_text_echoed_by_api_is_not_logged(gateway_factory: GatewayFact
     with echoing_api(status=400) as api:
         gw = _dead_delivery_gateway(gateway_factory, api)
         _post_and_wait_dead(gw, secret_text)
-        assert api.received and secret_text in api.received[0][1]["text"]
+        assert api.received and secret_text in api.received[0][2]["text"]
         log = "\n".join(json.dumps(e) for e in gw.flushed_log_events())
         assert secret_text not in log, [e for e in gw.log_events() if e.get("event") == "delivery.dead"]
 
