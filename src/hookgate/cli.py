@@ -39,25 +39,24 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("--log-format", choices=["json", "console"], default=default)
 
 
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An integer option between ``lo`` and ``hi``; argparse turns the error into exit 2."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}" if hi is not None
+                                             else f"must be at least {lo}")
+        return value
+
+    return parse
 
 
-def _port(text: str) -> int:
-    """``--port``: the same rule as ``gateway.port`` (argparse turns the error into exit 2)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError("must be between 0 and 65535")
-    return port
+_limit = _int_in(1)
+_port = _int_in(0, 65535)  # the same rule as gateway.port
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -492,8 +491,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if args.replay_command == "deliveries":
             since = None if args.since is None else now - args.since * 1000
 
+            channel = None if args.channel is None else normalize_channel_name(args.channel)  # `teams` too
+
             def requeue_many(tx: Any) -> int:
-                channel = None if args.channel is None else normalize_channel_name(args.channel)  # `teams` too
                 ids = tx.dead_deliveries(channel, since)
                 if not args.dry_run:
                     for delivery_id in ids:

@@ -203,15 +203,12 @@ class Service:
     async def _reload(self, trigger: str) -> None:
         try:
             new = await asyncio.to_thread(self.reload_settings)
-        except ConfigError as exc:
+        except Exception as exc:  # noqa: BLE001 - a defect too is logged, and the old config stays
+            lines = (exc.lines if isinstance(exc, ConfigError)
+                     else [f"internal error while loading the config: {type(exc).__name__}"])
             self.metrics.config_reloads.labels("failed").inc()
             self.log.error("config.reload_failed", trigger=trigger,
-                           errors=[obs_logging.clean_text(line) for line in exc.lines])
-            return
-        except Exception as exc:  # noqa: BLE001 - a defect, not a config error: still logged, and the old config stays
-            self.metrics.config_reloads.labels("failed").inc()
-            self.log.error("config.reload_failed", trigger=trigger,
-                           errors=[f"internal error while loading the config: {type(exc).__name__}"])
+                           errors=[obs_logging.clean_text(line) for line in lines])
             return
         old = self.settings
         # against what the process runs with (a change reverted by a later reload needs no restart):

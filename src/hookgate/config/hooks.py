@@ -222,7 +222,7 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
         raw_mapping = tree["mappings"][m.index]
         if isinstance(raw_mapping, dict) and _opt(raw_mapping.get("id")) is None:
             raw_mapping["id"] = m.id  # the default id, written into the tree: `config show` prints it
-        raw_channel = tree["mappings"][m.index].get("channel")
+        raw_channel = raw_mapping.get("channel")
         if raw_channel is not None and m.channel is None:
             ctx.errors.append(f"hooks.mappings[{m.index}].channel: must be a non-empty string")
         elif m.channel is not None and normalize_channel_name(m.channel) not in (

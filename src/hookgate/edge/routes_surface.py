@@ -44,12 +44,7 @@ def header_text(req: Request) -> route_auth.HeaderGetter:
     An invalid UTF-8 byte reads as a lone surrogate (``surrogateescape``): a secret is compared with
     exactly the bytes sent, and ``_idempotency_key`` turns such a byte into U+FFFD before storing.
     """
-
-    def get(name: bytes) -> str | None:
-        value = req.headers.get(name)
-        return None if value is None else value.decode("utf-8", "surrogateescape")
-
-    return get
+    return req.credential_header
 
 
 def decode_route_body(body: bytes) -> Any:
