@@ -98,28 +98,37 @@ def test_token_generate(tmp_path: Path, nbytes: int) -> None:
     assert hookgate(tmp_path, "token", "generate", "--bytes", "8").returncode == 2
 
 
-def test_tables_keep_control_characters_off_the_terminal(tmp_path: Path) -> None:
-    """An event's text comes from a webhook: in the table an escape sequence or a tab is a space."""
+def _seeded(tmp_path: Path, seed: Any) -> Any:
+    """A hooks config in ``tmp_path`` and ``await seed(settings, store)`` run on its store."""
     import asyncio
 
-    from hookgate.clock import SystemClock
     from hookgate.config.loader import load_settings
-    from hookgate.hooks.actions import WakeAction
-    from hookgate.hooks.dispatch import dispatch_wake
     from hookgate.store import open_store
 
     (tmp_path / "hookgate.json5").write_text('{hooks: {enabled: true, token: "t"}}')
     settings = load_settings(str(tmp_path / "hookgate.json5"), {}, cwd=str(tmp_path))
 
-    async def seed() -> None:
+    async def run() -> Any:
         store = open_store(settings.storage)
         await store.open("cli")
         try:
-            await dispatch_wake(WakeAction("red\x1b[31m alert\tnow\x9b2J", "now"), settings, store, SystemClock())
+            return await seed(settings, store)
         finally:
             await store.close()
 
-    asyncio.run(seed())
+    return asyncio.run(run())
+
+
+def test_tables_keep_control_characters_off_the_terminal(tmp_path: Path) -> None:
+    """An event's text comes from a webhook: in the table an escape sequence or a tab is a space."""
+    from hookgate.clock import SystemClock
+    from hookgate.hooks.actions import WakeAction
+    from hookgate.hooks.dispatch import dispatch_wake
+
+    async def seed(settings: Any, store: Any) -> None:
+        await dispatch_wake(WakeAction("red\x1b[31m alert\tnow\x9b2J", "now"), settings, store, SystemClock())
+
+    _seeded(tmp_path, seed)
     r = hookgate(tmp_path, "events", "list")
     assert r.returncode == 0
     row = r.stdout.splitlines()[1]
@@ -129,30 +138,18 @@ def test_tables_keep_control_characters_off_the_terminal(tmp_path: Path) -> None
 
 
 def test_events_and_runs_commands(tmp_path: Path) -> None:
-    import asyncio
-
     from hookgate.clock import SystemClock
-    from hookgate.config.loader import load_settings
     from hookgate.hooks.actions import AgentAction, WakeAction
     from hookgate.hooks.dispatch import dispatch_agent, dispatch_wake, prepare_agent
-    from hookgate.store import open_store
 
-    (tmp_path / "hookgate.json5").write_text('{hooks: {enabled: true, token: "t"}}')
-    settings = load_settings(str(tmp_path / "hookgate.json5"), {}, cwd=str(tmp_path))
+    async def seed(settings: Any, store: Any) -> str:
+        await dispatch_wake(WakeAction("Deploy finished\nsecond line", "now"), settings, store, SystemClock())
+        out = await dispatch_agent(prepare_agent(AgentAction("summarise secret-message", name="Deploy"), settings),
+                                   path="agent", idempotency_key=None, settings=settings, store=store,
+                                   clock=SystemClock())
+        return str(out.run_id)
 
-    async def seed() -> str:
-        store = open_store(settings.storage)
-        await store.open("cli")
-        try:
-            await dispatch_wake(WakeAction("Deploy finished\nsecond line", "now"), settings, store, SystemClock())
-            out = await dispatch_agent(prepare_agent(AgentAction("summarise secret-message", name="Deploy"), settings),
-                                       path="agent", idempotency_key=None, settings=settings, store=store,
-                                       clock=SystemClock())
-            return out.run_id
-        finally:
-            await store.close()
-
-    run_id = asyncio.run(seed())
+    run_id = _seeded(tmp_path, seed)
     r = hookgate(tmp_path, "events", "list")
     assert r.returncode == 0
     header, row = r.stdout.splitlines()
