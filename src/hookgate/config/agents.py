@@ -11,7 +11,10 @@ from typing import Any
 from hookgate.config.names import DEFAULT_AGENT_ID, normalize_agent_id
 from hookgate.config.settings import AgentSettings, AgentsSettings, HeartbeatSettings, SecretSource
 
-_EVERY = re.compile(r"^(\d+)([smhd])$")
+_EVERY = re.compile(r"^([0-9]+)([smhd])$")
+# A longer interval is held at a century: the turn never comes either way, and every due time stays
+# a 64-bit millisecond count (SQLite's INTEGER) — a 16-digit number of days did not.
+MAX_EVERY_SECONDS = 100 * 365 * 86_400
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 _MERGED_KEYS = ("runtime", "model", "thinking", "timeoutSeconds", "systemPrompt")
 
@@ -24,7 +27,10 @@ def parse_every(raw: str) -> int | None:
     match = _EVERY.match(value)
     if match is None:
         return None
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    digits = match.group(1).lstrip("0") or "0"
+    if len(digits) > 12:  # past any bound (and int() refuses more than 4 300 digits)
+        return MAX_EVERY_SECONDS
+    return min(int(digits) * _UNIT_SECONDS[match.group(2)], MAX_EVERY_SECONDS)
 
 
 def _check_timezone(tz: str, errors: list[str]) -> None:

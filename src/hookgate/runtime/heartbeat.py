@@ -13,6 +13,7 @@ from hookgate.runtime.runs import RunContext, agent_of, call_agent
 from hookgate.store.base import NewRun
 
 MAX_FAILED_TURNS = 3
+FAILED = ("error", "timed_out")  # the turns that count against their events (model.md §4.1)
 
 
 async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
@@ -49,7 +50,10 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     )
     seqs = [seq for seq, _, _ in events]
     ack = result.status == "ok" and is_heartbeat_ack(result.reply or "", agent.heartbeat.ack_max_chars)
-    outcome = "failed" if result.status != "ok" else ("ack" if ack else "ran")
+    if result.status == "ok":
+        outcome = "ack" if ack else "ran"
+    else:
+        outcome = "skipped" if result.status == "skipped" else "failed"
     record = None
     silent = result.status == "ok" and is_silent(result.reply, agent.heartbeat.ack_max_chars)
     if result.status == "ok" and not silent:
@@ -71,8 +75,9 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
             tx.append_transcript(session, session_id, "user", prompt, run_id, now)
             tx.append_transcript(session, session_id, "assistant", result.reply or "", run_id, now)
             tx.consume_events(seqs, run_id, now)
-        else:
+        elif result.status in FAILED:
             dropped = tx.fail_events(seqs, MAX_FAILED_TURNS, now)
+        # skipped (the runtime failed its preflight): no model saw the events, they stay pending uncharged
         tx.finish_heartbeat(agent_id, next_due(now), answered_upto, now)
         tx.insert_finished_run(run_record, session_id, result.status, result.reply, result.error, now)
         if record is not None:

@@ -300,3 +300,45 @@ def test_thinking_falls_through_unrecognised_values(gateway_factory: GatewayFact
         "defaults": {"runtime": runtime, "thinking": "??"}, "list": [{"id": "main", "default": True}]})))
     gw.start()
     assert reply() == "thinking=off"  # nothing recognised anywhere
+
+
+def test_turns_skipped_at_preflight_leave_their_events_pending_and_uncharged(gateway_factory: GatewayFactory) -> None:
+    """model.md §4.1: only a failed turn (`error`, `timed_out`) charges its events a failed turn; a turn
+    whose runtime fails its preflight ends `skipped` (§5.4) — no model saw the events, and three such
+    turns used to drop one."""
+    cfg = config(agents={"list": [{
+        "id": "main", "default": True, "heartbeat": {"every": "0"},
+        "runtime": {"kind": "command", "command": ["/nonexistent/hookgate-test-model"]},
+    }]})
+    gw = gateway_factory(cfg)
+
+    def finished() -> list[dict[str, Any]]:
+        with db(gw) as conn:
+            return [dict(r) for r in conn.execute(
+                "SELECT status, error FROM runs WHERE kind = 'heartbeat' AND status NOT IN ('queued', 'running')")]
+
+    for turn in range(1, 4):
+        with gw.client() as c:  # the same text each time: coalesced, but every wake asks for a turn
+            assert c.post("/hooks/wake", json={"text": "Disk almost full", "mode": "now"},
+                          headers=AUTH).status_code == 200
+        wait_for(lambda turn=turn: len(finished()) >= turn, timeout=10)
+    assert finished() == [{"status": "skipped",
+                           "error": "runtime command not found: /nonexistent/hookgate-test-model"}] * 3
+    assert [(e["status"], e["failed_turns"]) for e in events(gw)] == [("pending", 0)]
+    with gw.client() as c:
+        metrics = c.get("/metrics").text
+    assert 'hookgate_heartbeats_total{outcome="skipped"} 3.0' in metrics
+    assert 'hookgate_heartbeats_total{outcome="failed"}' not in metrics
+
+
+def test_an_interval_of_centuries_serves_and_wakes_still_run_turns(gateway_factory: GatewayFactory) -> None:
+    """model.md §6.1: `heartbeat.every` is `<integer><s|m|h|d>`; a 16-digit number of days is valid, and
+    its due time once overflowed SQLite's INTEGER and stopped `serve` at startup."""
+    cfg = config(agents={"list": [{"id": "main", "default": True, "heartbeat": {"every": "9999999999999999d"}}]})
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "still here", "mode": "now"}, headers=AUTH).status_code == 200
+    wait_for(lambda: [e["status"] for e in events(gw)] == ["consumed"], timeout=10)
+    with db(gw) as conn:
+        due = conn.execute("SELECT due_at FROM heartbeat_schedule WHERE agent_id = 'main'").fetchone()[0]
+    assert due > time.time() * 1000 + 99 * 365 * 86_400_000  # a century out, not a turn soon

@@ -16,13 +16,17 @@ R = "plugins.entries.webhooks.config.routes"
 
 
 @pytest.mark.parametrize(
-    ("raw", "seconds"), [("0", 0), ("30m", 1800), ("45s", 45), ("2h", 7200), ("1d", 86400)]
+    ("raw", "seconds"),
+    [("0", 0), ("30m", 1800), ("45s", 45), ("2h", 7200), ("1d", 86400), ("007m", 420),
+     # longer than a century is held at a century: every due time stays a 64-bit millisecond count
+     ("36500d", 36500 * 86400), ("36501d", 36500 * 86400), ("9999999999999999d", 36500 * 86400),
+     ("9" * 5000 + "s", 36500 * 86400)],
 )
 def test_parse_every(raw: str, seconds: int) -> None:
     assert parse_every(raw) == seconds
 
 
-@pytest.mark.parametrize("raw", ["", "5", "1w", "m", "-1m", "1.5h", "0m0"])
+@pytest.mark.parametrize("raw", ["", "5", "1w", "m", "-1m", "1.5h", "0m0", "\uff13\uff10m"])
 def test_parse_every_rejects(raw: str) -> None:
     assert parse_every(raw) is None
 
