@@ -252,8 +252,12 @@ def cmd_hooks(args: argparse.Namespace) -> int:
     if args.payload == "-":
         body = sys.stdin.buffer.read()
     else:
-        with open(args.payload, "rb") as fh:
-            body = fh.read()
+        try:
+            with open(args.payload, "rb") as fh:
+                body = fh.read()
+        except OSError as exc:
+            print(f"error: cannot read --payload {args.payload}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
     headers: list[tuple[str, str]] = []
     for item in args.header:
         name, sep, value = item.partition(":")

@@ -263,3 +263,19 @@ def test_a_redis_url_is_accepted_with_a_warning_that_limits_stay_in_process(tmp_
     assert r.returncode == 0, r.stdout + r.stderr
     assert ("warning: storage.redis.url: shared limits through Redis are not available in this build; "
             "rate limits and auth lockouts are counted in this process") in r.stdout
+
+
+def test_hooks_test_reports_an_unreadable_payload_and_sends_headers_as_utf8(tmp_path: Path) -> None:
+    """operations.md §1.7: `hooks test` runs a request through the pipeline. A --payload it cannot read
+    is a usage error (it was a traceback), and a header value outside Latin-1 reaches the mapping as
+    the UTF-8 bytes a client sends — decoded as the server decodes every header (it was a crash)."""
+    (tmp_path / "hookgate.json5").write_text(json.dumps({"hooks": {"enabled": True, "token": "t", "mappings": [
+        {"match": {"path": "x"}, "action": "wake", "textTemplate": "from {{headers.x-a}}"}]}}))
+    for missing in (tmp_path / "nope.json", tmp_path):
+        r = hookgate(tmp_path, "hooks", "test", "x", "--payload", str(missing))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.startswith(f"error: cannot read --payload {missing}: "), r.stderr
+    (tmp_path / "p.json").write_text('{"text": "x"}')
+    r = hookgate(tmp_path, "hooks", "test", "x", "--payload", str(tmp_path / "p.json"), "--header", "X-A: 日本")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["action"]["text"] == "from " + "日本".encode().decode("latin-1")

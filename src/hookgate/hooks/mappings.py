@@ -360,6 +360,12 @@ def _agent_view(prepared: PreparedRun) -> dict[str, Any]:
     }
 
 
+def _wire(text: str) -> bytes:
+    """A ``--header`` as a client such as curl sends it: the text's UTF-8 bytes (bytes of the command
+    line that were not UTF-8 as they were)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 async def hook_test(
     settings: Settings,
     name: str,
@@ -395,7 +401,7 @@ async def hook_test(
             target = f"{settings.hooks.base_path}/{sub_path}" + (f"?{raw_query.decode()}" if query else "")
             rctx = RequestContext(
                 payload=payload,
-                headers=request_headers((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers),
+                headers=request_headers((_wire(k), _wire(v)) for k, v in headers),
                 query=request_query(raw_query),
                 sub_path=sub_path,
                 url=target,
