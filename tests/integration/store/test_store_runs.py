@@ -145,3 +145,13 @@ async def test_claiming_reads_only_the_claimable_runs(store: SqliteStore) -> Non
         assert "runs_claimable" in plan and "SCAN runs" not in plan, (name, plan)
     assert await store.flow_read(lambda tx: tx.queued_runs()) == 1
     assert await store.flow_write(lambda tx: tx.claim_runs("me", NOW + 2000, NOW + 30_000, 4)) == ["late"]
+
+
+async def test_runs_of_one_millisecond_are_claimed_in_the_order_they_were_accepted(store: SqliteStore) -> None:
+    """Oldest first (model.md §5.4), and a burst accepted within one millisecond keeps its arrival order:
+    the tie was broken by the random run id."""
+    ids = ["f3", "0a", "c7", "1b", "e2", "5d"]  # arrival order, not sorted
+    for run_id in ids:
+        await store.enqueue_hook_run(new_run(run_id, created_at=NOW), None)
+    assert await store.flow_write(lambda tx: tx.claim_runs("me", NOW, NOW + 30_000, 4)) == ids[:4]
+    assert await store.flow_write(lambda tx: tx.claim_runs("me", NOW, NOW + 30_000, 4)) == ids[4:]

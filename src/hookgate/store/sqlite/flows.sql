@@ -57,20 +57,21 @@ WHERE ended_at IS NOT NULL AND ended_at < ?
 -- Runs, transcripts and heartbeats (the embedded worker, model.md §5–§6; operations.md §4.4)
 
 -- name: claimable_runs
--- Queued runs, and running ones whose lease expired, oldest first. Two ordered reads of the partial
--- index runs_claimable (the repeated `status IN (…)` term is what lets SQLite use it): one query with
--- an OR walked runs_created from the oldest run ever, through every finished one (9 ms per claim
--- with 40 000 runs stored, and growing).
+-- Queued runs, and running ones whose lease expired, oldest first; runs of the same millisecond in
+-- the order they were accepted (rowid: runs append in creation order, and the partial index carries
+-- it). Two ordered reads of the partial index runs_claimable (the repeated `status IN (…)` term is
+-- what lets SQLite use it): one query with an OR walked runs_created from the oldest run ever,
+-- through every finished one (9 ms per claim with 40 000 runs stored, and growing).
 SELECT run_id FROM (
-    SELECT * FROM (SELECT run_id, created_at FROM runs
+    SELECT * FROM (SELECT run_id, created_at, rowid AS seq FROM runs
                    WHERE status IN ('queued', 'running') AND status = 'queued'
                      AND (lease_until IS NULL OR lease_until < ?1)
-                   ORDER BY created_at, run_id LIMIT ?2)
+                   ORDER BY created_at, rowid LIMIT ?2)
     UNION ALL
-    SELECT * FROM (SELECT run_id, created_at FROM runs
+    SELECT * FROM (SELECT run_id, created_at, rowid AS seq FROM runs
                    WHERE status IN ('queued', 'running') AND status = 'running' AND lease_until < ?1
-                   ORDER BY created_at, run_id LIMIT ?2)
-) ORDER BY created_at, run_id LIMIT ?2
+                   ORDER BY created_at, rowid LIMIT ?2)
+) ORDER BY created_at, seq LIMIT ?2
 
 -- name: claim_run
 -- a queued run starts its current attempt; a running one whose lease expired crashed: next attempt
