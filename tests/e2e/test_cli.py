@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-
-def hookgate(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKGATE_")}
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "hookgate.cli", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=60, check=False)
+from clirun import hookgate
 
 
 def test_config_check_reports_every_error_with_its_key_path(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from clirun import hookgate
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "mappings.md"
 SNIPPET = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.DOTALL)
 ENV = {"HOOKS_TOKEN": "doc-secret"}
@@ -30,20 +32,14 @@ def write_snippets(tmp: Path) -> dict[str, str]:
     return files
 
 
-def hookgate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKGATE_")}
-    return subprocess.run([sys.executable, "-m", "hookgate.cli", *args], cwd=cwd, env={**env, **ENV},
-                          capture_output=True, text=True, timeout=60, check=False)
-
-
 def hooks_test(cwd: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    r = hookgate(cwd, "hooks", "test", *args)
+    r = hookgate(cwd, "hooks", "test", *args, env=ENV)
     return r.returncode, json.loads(r.stdout)
 
 
 def test_doc_examples_with_hooks_test(tmp_path: Path) -> None:
     write_snippets(tmp_path)
-    check = hookgate(tmp_path, "config", "check")
+    check = hookgate(tmp_path, "config", "check", env=ENV)
     assert check.returncode == 0, check.stderr
     code, out = hooks_test(tmp_path, "github", "--payload", "github-pr.json",
                            "--header", "X-GitHub-Event: pull_request")
@@ -67,7 +63,7 @@ def test_doc_examples_with_hooks_test(tmp_path: Path) -> None:
 def test_config_check_reports_transform_import_errors(tmp_path: Path) -> None:
     write_snippets(tmp_path)
     (tmp_path / "hooks/transforms/github.py").write_text("import not_a_real_module_xyz\n")
-    r = hookgate(tmp_path, "config", "check")
+    r = hookgate(tmp_path, "config", "check", env=ENV)
     assert r.returncode == 2
     assert ("error: hooks.mappings[0].transform.module: ModuleNotFoundError: No module named "
             "'not_a_real_module_xyz'") in r.stderr.splitlines()

@@ -4,20 +4,12 @@ defaults, type errors; each as operations.md §1 and README §4 give it."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from gateway import GatewayFactory
 
-
-def hookgate(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKGATE_")}
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "hookgate.cli", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=60, check=False)
+from clirun import hookgate
 
 
 def _nested(depth: int) -> str:
