@@ -131,7 +131,7 @@ class Service:
             print(f"error: cannot listen on {self.host}:{self.port}: {exc.strerror}", file=sys.stderr)
             return 1
         config = uvicorn.Config(
-            gw, loop="none", http=HookgateHttpProtocol, lifespan="off", access_log=False, log_config=None,
+            gw, loop="none", http=HookgateHttpProtocol, ws="none", lifespan="off", access_log=False, log_config=None,
             server_header=False, proxy_headers=False, timeout_graceful_shutdown=max(1, int(self.settings.gateway.drain_timeout_seconds)),
             timeout_keep_alive=30,
         )

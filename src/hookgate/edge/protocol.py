@@ -18,6 +18,7 @@ import asyncio
 import re
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
@@ -71,7 +72,8 @@ _PARSED_METHODS = frozenset(
     b"UNSUBSCRIBE PATCH PURGE MKCALENDAR LINK UNLINK SOURCE PRI DESCRIBE ANNOUNCE SETUP PLAY PAUSE "
     b"TEARDOWN GET_PARAMETER SET_PARAMETER REDIRECT RECORD FLUSH QUERY".split()
 )
-_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}")
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
+_MAX_METHOD = 256  # longer than any method a client sends; a longer token is refused as malformed
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers of one request (checked per read: ≤ one read more)
 HEAD_TIMEOUT_S = 15.0  # from connecting, or a request's first byte, to the end of its headers
 _SWEEP_EVERY_S = 1.0
@@ -86,7 +88,11 @@ class HookgateHttpProtocol(HttpToolsProtocol):
       or after the request's first byte is closed, with a 408 when it sent part of a request
       (uvicorn held such connections for ever, one descriptor each). One sweep a second over the
       connections checks this: no timer per request;
-    - bytes the parser refuses get the app's JSON 400 instead of uvicorn's plain-text one.
+    - bytes the parser refuses get the app's JSON 400 instead of uvicorn's plain-text one;
+    - an ``Upgrade`` request (``curl --http2`` sends ``Upgrade: h2c``) is answered as the HTTP/1.1
+      request it also is (RFC 9110 §7.8: a server may ignore the header): llhttp took its body for
+      the other protocol's bytes, and the app got the request with an empty body (a mapped hook
+      committed an empty payload) and the connection went silent.
 
     The answers come from the app (``Gateway.refuse``): JSON with the common headers, logged and
     counted like any request."""
@@ -97,6 +103,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _message_begun = False
     _at_message_start = True  # the next byte read starts a request (its method)
     _other_method: str | None = None  # a method llhttp does not parse, read as PATCH
+    _upgrade_ignored = False  # llhttp ended this head as an upgrade: it is parsed again without one
+    _method_start = b""  # a request's first bytes, all method so far: held until its space arrives
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(PassTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -116,28 +124,67 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_since = None
         self._head_marks += 1
+        if self.parser.should_upgrade():  # no request of it yet: see _without_upgrade
+            self._upgrade_ignored = True
+            return
         super().on_headers_complete()
         if self._other_method is not None:  # the app reads the scope when its task runs: after this
             self.scope["method"] = self._other_method
             self._other_method = None
 
     def on_message_complete(self) -> None:
+        if self._upgrade_ignored:  # llhttp skipped the body: the message is not complete
+            return
         super().on_message_complete()
         self._at_message_start = True
 
     def data_received(self, data: bytes) -> None:
         if self._at_message_start:
+            if self._method_start:
+                data, self._method_start = self._method_start + data, b""
+            space = data.find(b" ", 0, _MAX_METHOD + 2)
+            if space < 0 and len(data) <= _MAX_METHOD and _TOKEN.fullmatch(data):
+                self._method_start = data  # the method is not complete yet: which one it is decides
+                self._unset_keepalive_if_required()
+                self._message_begun = True
+                if self._head_since is None:  # the head's clock starts with its first byte
+                    self._head_since = self.loop.time()
+                return
             self._at_message_start = False
-            space = data.find(b" ", 0, 34)
             if space > 0 and data[:space] not in _PARSED_METHODS and _TOKEN.fullmatch(data, 0, space):
                 self._other_method = data[:space].decode("ascii")
                 data = b"PATCH" + data[space:]
         marks = self._head_marks
-        super().data_received(data)
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)  # as uvicorn does (logged as ``server.message``)
+            self.send_400_response(msg)
+            return
+        except httptools.HttpParserUpgrade as exc:  # the rest of ``data`` is the request's body and after
+            self._without_upgrade(data[exc.args[0]:])
+            return
         if self._head_since is not None and marks == self._head_marks:  # all of it was head
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
                 self._refuse(431, "headers_too_large")
+
+    def _without_upgrade(self, rest: bytes) -> None:
+        """Parse the head llhttp ended as an upgrade again, without the ``upgrade`` token of its
+        ``Connection`` header (the ``Upgrade`` header stays for the app to see), then ``rest``."""
+        self._upgrade_ignored = False
+        head = [self.parser.get_method(), b" ", self.url, b" HTTP/", self.parser.get_http_version().encode(), b"\r\n"]
+        for name, value in self.headers:
+            if name == b"connection":
+                value = b",".join(t for t in value.split(b",") if t.strip().lower() != b"upgrade")
+                if not value.strip():
+                    continue
+            head += [name, b": ", value, b"\r\n"]
+        head.append(b"\r\n")
+        self.parser = httptools.HttpRequestParser(self)
+        self.data_received(b"".join(head) + rest)
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(400, "malformed_request", fallback=msg)

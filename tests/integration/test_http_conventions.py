@@ -1,0 +1,188 @@
+"""Raw HTTP that client libraries hide, on every surface: an `Upgrade` offer hookgate does not take,
+extension methods that are long or arrive in pieces, generated request ids (README §5, §6).
+
+(An extension method pipelined behind another request in the same read still gets a 400: llhttp
+refuses it and says nowhere where the request began. Clients do not pipeline such methods.)
+"""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import time
+from typing import Any
+
+import pytest
+from gateway import HOOKS_TOKEN, GatewayFactory, RunningGateway, hooks_config
+
+ROUTE_SECRET = "s3cret"
+WAKE_OK = b'{"ok":true,"mode":"now","eventOutcome":"queued"}'
+METHOD_NOT_ALLOWED = b'{"ok":false,"error":"Method Not Allowed"}'
+NOT_FOUND = b'{"ok":false,"error":"Not Found"}'
+
+
+def _config() -> dict[str, Any]:
+    cfg = hooks_config(mappings=[{"match": {"path": "mapped-wake"}, "action": "wake",
+                                  "textTemplate": "Mapped wake: {{payload.subject}}"}])
+    cfg["plugins"] = {"entries": {"webhooks": {"config": {"routes": {
+        "ci": {"path": "/plugins/webhooks/ci", "sessionKey": "agent:main:main", "secret": ROUTE_SECRET},
+    }}}}}
+    return cfg
+
+
+@pytest.fixture
+def gw(gateway_factory: GatewayFactory) -> RunningGateway:
+    return gateway_factory(_config())
+
+
+def _read_responses(sock: socket.socket, count: int, timeout: float = 5.0) -> list[tuple[bytes, dict[bytes, bytes], bytes]]:
+    """Read up to ``count`` complete responses (Content-Length framed) within ``timeout``."""
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + timeout
+    buf = b""
+    out: list[tuple[bytes, dict[bytes, bytes], bytes]] = []
+    closed = False
+    while len(out) < count and time.monotonic() < deadline:
+        while b"\r\n\r\n" in buf:
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            headers = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get(b"content-length", b"0"))
+            if len(rest) < length:
+                break
+            out.append((lines[0], headers, rest[:length]))
+            buf = rest[length:]
+            if len(out) == count:
+                return out
+        if closed:
+            break
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            closed = True
+            continue
+        if not chunk:
+            closed = True
+        buf += chunk
+    return out
+
+
+def _exchange(port: int, data: bytes, count: int = 1) -> list[tuple[bytes, dict[bytes, bytes], bytes]]:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        return _read_responses(sock, count)
+
+
+def _post(path: str, body: bytes, auth: str, extra: bytes = b"") -> bytes:
+    return (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + auth.encode() + b"\r\n"
+            b"Content-Type: application/json\r\n" + extra +
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+# --- an Upgrade header hookgate does not support -------------------------------------------------
+
+UPGRADE = b"Connection: Upgrade\r\nUpgrade: h2c\r\n"
+
+
+def test_an_ignored_upgrade_header_does_not_drop_the_request_body(gw: RunningGateway) -> None:
+    """README §6: "HTTP/1.1 with keep-alive" (hookgate speaks HTTP/1.1 only, so an `Upgrade` offer is
+    simply not taken and the request is an ordinary HTTP/1.1 request with its body);
+    hooks.md §4/§9 example 1: a wake with text → `200 {"ok":true,"mode":…,"eventOutcome":"queued"}`;
+    hooks.md §9 example 13: `POST /hooks/mapped-wake {"subject":"Email"}` → 200 and exactly one event
+    `Mapped wake: Email`; webhooks.md §3.3: a create_flow → `200 {"ok":true,"routeId":…}`.
+
+    Before the fix: with `Connection: Upgrade` + `Upgrade: h2c` the body bytes are discarded and the request
+    is handled as if it had an empty body: /hooks/wake → 400 `text required`, Surface A → 400
+    `invalid_request_body`, and the mapped wake is ACKNOWLEDGED (200) and commits the event
+    `Mapped wake:` rendered from an empty payload instead of `Mapped wake: Email`."""
+    results = {}
+    for name, path, body, auth in (
+        ("wake", "/hooks/wake", b'{"text":"upgrade wake"}', HOOKS_TOKEN),
+        ("route", "/plugins/webhooks/ci", b'{"action":"create_flow","goal":"g"}', ROUTE_SECRET),
+    ):
+        [(status, _, payload)] = _exchange(gw.port, _post(path, body, auth, UPGRADE))
+        results[name] = (status.split(b" ")[1], payload.startswith(b'{"ok":true'))
+    [(status, _, payload)] = _exchange(gw.port, _post("/hooks/mapped-wake", b'{"subject":"Email"}', HOOKS_TOKEN, UPGRADE))
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        texts = [t for (t,) in conn.execute("SELECT text FROM system_events WHERE text LIKE 'Mapped wake%' ORDER BY seq")]
+    results["mapped"] = (status.split(b" ")[1], texts)
+    assert results == {
+        "wake": (b"200", True),
+        "route": (b"200", True),
+        "mapped": (b"200", ["Mapped wake: Email"]),
+    }
+
+
+def test_a_request_after_an_ignored_upgrade_header_is_answered(gw: RunningGateway) -> None:
+    """README §6: "HTTP/1.1 with keep-alive"; "`GET|HEAD /readyz` … → `200 {"ready":true,…}`".
+
+    Two requests on one keep-alive connection, the first carrying an `Upgrade` offer hookgate does
+    not take. Before the fix: the first is answered, the second never is (the connection stays open and
+    silent: the parser stopped at the upgrade and every later byte is dropped)."""
+    data = (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + UPGRADE + b"\r\n"
+            b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    responses = _exchange(gw.port, data, count=2)
+    assert [r[0].split(b" ")[1] for r in responses] == [b"200", b"200"], responses
+    assert responses[1][2].startswith(b'{"ready":true,')
+
+
+# --- request methods (any token is a method; hooks.md §2 step 3, README §5/§6) ---------------------
+
+
+def test_a_long_extension_method_is_a_method_like_any_other(gw: RunningGateway) -> None:
+    """hooks.md §2 step 3: "**Method.** Anything but `POST` → `405`, `Allow: POST`";
+    README §6: "Other methods on these paths → `405` … with `Allow: GET, HEAD`";
+    README §5: "Any other path: `404 {"ok":false,"error":"Not Found"}`".
+
+    A method is any token (RFC 9110 §9.1), with no length limit; a 40-character one is as valid as
+    `FOO` (which gets 405, tests/integration/hooks/test_extension_methods.py).
+    Before the fix: `400 {"ok":false,"error":"Bad Request"}` on every path (the rewrite only looks at the
+    first 32 characters)."""
+    method = b"X" * 40
+    got = {}
+    for path in (b"/hooks/wake", b"/healthz", b"/nope"):
+        [(status, headers, body)] = _exchange(
+            gw.port, method + b" " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        got[path] = (status.split(b" ")[1], headers.get(b"allow"), body)
+    assert got == {
+        b"/hooks/wake": (b"405", b"POST", METHOD_NOT_ALLOWED),
+        b"/healthz": (b"405", b"GET, HEAD", METHOD_NOT_ALLOWED),
+        b"/nope": (b"404", None, NOT_FOUND),
+    }
+
+
+def test_an_extension_method_split_across_reads_gets_405(gw: RunningGateway) -> None:
+    """hooks.md §2 step 3: "Anything but `POST` → `405`, `Allow: POST`, `{"ok":false,"error":"Method Not Allowed"}`".
+
+    TCP is a byte stream: the method may arrive in two segments. Before the fix: `400 Bad Request` (the
+    method rewrite only inspects the first read of a request)."""
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(b"FO")
+        time.sleep(0.2)  # not a wait for a condition: it only makes the server read "FO" on its own
+        sock.sendall(b"O /hooks/wake HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        [(status, headers, body)] = _read_responses(sock, 1)
+    assert (status.split(b" ")[1], headers.get(b"allow"), body) == (b"405", b"POST", METHOD_NOT_ALLOWED)
+
+
+# --- X-Request-Id ------------------------------------------------------------------------------------
+
+
+def test_a_generated_request_id_is_random(gw: RunningGateway) -> None:
+    """README §5: "`X-Request-Id` echoes the request's own `X-Request-Id` when it is 1–128 characters of
+    `[A-Za-z0-9._:-]`, otherwise a new random id."
+
+    Before the fix: the id is a fixed per-process prefix plus a counter (`…000000000001`, `…000000000002`):
+    every id the gateway makes is predictable from any other. Random ids of this length would not
+    share their first 12 characters."""
+    ids = []
+    for path in (b"/healthz", b"/nope", b"/hooks/wake", b"/plugins/webhooks/ci", b"/readyz"):
+        [(_, headers, _)] = _exchange(gw.port, b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        ids.append(headers[b"x-request-id"].decode())
+    prefixes = [i[:12] for i in ids]
+    assert len(set(prefixes)) == len(ids), ids
