@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,17 +44,16 @@ def error_b(status: int, text: str, **kw: Any) -> Answer:
 
 
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
-_RID_PREFIX = random_bytes(6).hex()
-_rid_counter = itertools.count(1)
 
 
 def request_id(given: bytes | None) -> str:
-    """Echo a well-formed ``X-Request-Id``, else make a new one (process prefix + sequence)."""
+    """Echo a well-formed ``X-Request-Id``, else make a new random one (96 bits from the pooled CSPRNG:
+    one id tells nothing about another)."""
     if given is not None:
         text = given.decode("latin-1")
         if _REQUEST_ID.fullmatch(text):
             return text
-    return f"{_RID_PREFIX}{next(_rid_counter):012x}"
+    return random_bytes(12).hex()
 
 
 def first_headers(scope: Scope) -> dict[bytes, bytes]:
