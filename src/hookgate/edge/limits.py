@@ -12,7 +12,9 @@ MAX_TRACKED_KEYS = 4096
 
 class FixedWindowLimiter:
     """Per key: a window opens with the first hit (or the first after the previous window ended);
-    ``max_requests`` hits are allowed in it, every hit counts (rejected ones too).
+    ``max_requests`` hits are allowed in it, every hit counts (rejected ones too). A window lasts the
+    ``window_seconds`` of the hit that reads it: a reload that shortens the window ends an open one
+    sooner (it used to keep the length it started with, and its ``Retry-After``).
 
     At most 4 096 keys are tracked; the least recently used is forgotten first.
     """
@@ -20,14 +22,14 @@ class FixedWindowLimiter:
     def __init__(self, clock: Clock, max_keys: int = MAX_TRACKED_KEYS) -> None:
         self._clock = clock
         self._max_keys = max_keys
-        self._windows: OrderedDict[str, list[float]] = OrderedDict()  # key → [window end, hits]
+        self._windows: OrderedDict[str, list[float]] = OrderedDict()  # key → [window start, hits]
 
     def hit(self, key: str, max_requests: int, window_seconds: float) -> int:
         """Count a hit; 0 when allowed, else the ``Retry-After`` seconds (ceil, ≥ 1)."""
         now = self._clock.monotonic()
         entry = self._windows.get(key)
-        if entry is None or entry[0] <= now:
-            entry = [now + window_seconds, 0.0]
+        if entry is None or entry[0] + window_seconds <= now:
+            entry = [now, 0.0]
             self._windows[key] = entry
             if len(self._windows) > self._max_keys:
                 self._windows.popitem(last=False)
@@ -35,7 +37,7 @@ class FixedWindowLimiter:
         entry[1] += 1
         if entry[1] <= max_requests:
             return 0
-        return max(1, math.ceil(entry[0] - now))
+        return max(1, math.ceil(entry[0] + window_seconds - now))
 
     def hits(self, key: str) -> int:
         """Hits counted in the key's current window (0 when none is open)."""
