@@ -186,3 +186,113 @@ def test_a_generated_request_id_is_random(gw: RunningGateway) -> None:
         ids.append(headers[b"x-request-id"].decode())
     prefixes = [i[:12] for i in ids]
     assert len(set(prefixes)) == len(ids), ids
+
+
+# --- message boundaries, CONNECT, many upgrades, the parser after an upgrade -----------------------
+
+
+def _read(sock: socket.socket, count: int, timeout: float = 5.0) -> list[bytes]:
+    """Status lines of up to ``count`` Content-Length framed responses read within ``timeout``."""
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + timeout
+    buf, out, closed = b"", [], False
+    while len(out) < count and time.monotonic() < deadline:
+        while b"\r\n\r\n" in buf:
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if len(rest) < length:
+                break
+            out.append(lines[0])
+            buf = rest[length:]
+        if closed or len(out) >= count:
+            break
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            closed = True
+            continue
+        closed = not chunk
+        buf += chunk
+    return out
+
+
+def _codes(lines: list[bytes]) -> list[bytes]:
+    return [line.split(b" ")[1] for line in lines]
+
+
+def test_a_pipelined_requests_body_arriving_in_its_own_read_is_not_held(gw: RunningGateway) -> None:
+    """`_at_message_start` is set by on_message_complete even when the same read goes on with the next
+    request's head; the next read (the body of that pipelined request) is then taken for a method
+    start and, being all token characters (`12345`), held until more bytes come — which they never
+    do. Before the held-method change the body was fed to the parser and the request answered (400: not an object)."""
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HOOKS_TOKEN.encode() +
+                     b"\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n")
+        time.sleep(0.3)  # only makes the server read the body on its own
+        sock.sendall(b"12345")
+        codes = _codes(_read(sock, 2, timeout=5))
+    assert len(codes) == 2 and codes[1] != b"408", codes
+
+
+def test_a_pipelined_header_value_is_not_rewritten_into_a_method(gw: RunningGateway) -> None:
+    """Same stale `_at_message_start`: the first read after a pipelined boundary is searched for a method.
+    With the search widened from 34 to 258 bytes, a 40-character header value followed by a space is
+    now taken for an extension method: the bytes are rewritten to `PATCH …` and the pipelined
+    `GET /readyz` is dispatched with the header's text as its method (405). Before the held-method change: 200."""
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /readyz HTTP/1.1\r\nHost: x\r\nX-Trace: ")
+        time.sleep(0.3)  # only makes the server read the rest on its own
+        sock.sendall(b"a" * 40 + b" b\r\nConnection: close\r\n\r\n")
+        codes = _codes(_read(sock, 2, timeout=5))
+    assert codes == [b"200", b"200"], codes
+
+
+def test_connect_is_answered_not_a_recursion_error(gw: RunningGateway) -> None:
+    """llhttp treats every CONNECT as an upgrade: `_without_upgrade` rebuilds the same head, llhttp
+    raises HttpParserUpgrade again, and so on until RecursionError escapes data_received (asyncio:
+    "Fatal error: protocol.data_received() call failed", the connection aborted, no answer)."""
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+        sock.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nConnection: close\r\n\r\n")
+        codes = _codes(_read(sock, 1, timeout=3))
+    time.sleep(0.3)
+    assert "RecursionError" not in gw.stderr()
+    assert codes and codes[0] in (b"400", b"404", b"405"), codes
+
+
+def test_many_pipelined_upgrade_offers_are_all_answered(gw: RunningGateway) -> None:
+    """Each ignored upgrade re-enters data_received from inside data_received with the rest of the
+    read: N pipelined `Upgrade: h2c` requests in one read nest 2N frames and ~600 of them exceed the
+    recursion limit (the connection is aborted). The same requests without `Upgrade` are all answered."""
+    n = 600
+    for extra in (b"", UPGRADE):
+        req = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + extra + b"\r\n"
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+            sock.sendall(req * n)
+            codes = _codes(_read(sock, n, timeout=10))
+        assert codes == [b"200"] * n, (extra, len(codes))
+    assert "RecursionError" not in gw.stderr()
+
+
+def test_after_an_ignored_upgrade_a_close_request_with_trailing_bytes_is_still_answered(gw: RunningGateway) -> None:
+    """uvicorn sets `lenient_data_after_close` on its parser so a `Connection: close` request followed by
+    more bytes is answered; `_without_upgrade` replaces the parser with a bare HttpRequestParser for the
+    rest of the connection, so after one Upgrade offer such a request gets the 400 instead (the answer
+    already under way is lost). Same bytes without the Upgrade offer: 200, 200."""
+    tail = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    got = {}
+    for name, extra in (("plain", b""), ("upgrade", UPGRADE)):
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + extra + b"\r\n" + tail)
+            got[name] = _codes(_read(sock, 2, timeout=3))
+    assert got == {"plain": [b"200", b"200"], "upgrade": [b"200", b"200"]}

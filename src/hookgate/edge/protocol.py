@@ -120,11 +120,12 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._head_marks += 1
         self._message_begun = True
+        self._at_message_start = False  # a request began inside this read: its next byte is not one
 
     def on_headers_complete(self) -> None:
         self._head_since = None
         self._head_marks += 1
-        if self.parser.should_upgrade():  # no request of it yet: see _without_upgrade
+        if self.parser.should_upgrade():  # no request of it yet: see _receive
             self._upgrade_ignored = True
             return
         super().on_headers_complete()
@@ -136,10 +137,18 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         if self._upgrade_ignored:  # llhttp skipped the body: the message is not complete
             return
         super().on_message_complete()
-        self._at_message_start = True
+        self._at_message_start = True  # until the parser begins another request in the same read
 
     def data_received(self, data: bytes) -> None:
-        if self._at_message_start:
+        # an ignored upgrade hands back its head, rebuilt, and the rest of the read: a loop, not
+        # recursion (a read may hold hundreds of pipelined requests)
+        rest: bytes | None = data
+        while rest is not None:
+            rest = self._receive(rest)
+
+    def _receive(self, data: bytes) -> bytes | None:
+        """Feed one read to the parser; returns bytes to feed next (after an ignored upgrade)."""
+        if self._at_message_start:  # the previous read ended exactly where this request begins
             if self._method_start:
                 data, self._method_start = self._method_start + data, b""
             space = data.find(b" ", 0, _MAX_METHOD + 2)
@@ -149,7 +158,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
                 self._message_begun = True
                 if self._head_since is None:  # the head's clock starts with its first byte
                     self._head_since = self.loop.time()
-                return
+                return None
             self._at_message_start = False
             if space > 0 and data[:space] not in _PARSED_METHODS and _TOKEN.fullmatch(data, 0, space):
                 self._other_method = data[:space].decode("ascii")
@@ -162,18 +171,23 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             msg = "Invalid HTTP request received."
             self.logger.warning(msg)  # as uvicorn does (logged as ``server.message``)
             self.send_400_response(msg)
-            return
+            return None
         except httptools.HttpParserUpgrade as exc:  # the rest of ``data`` is the request's body and after
-            self._without_upgrade(data[exc.args[0]:])
-            return
+            if self.parser.get_method() == b"CONNECT":  # llhttp takes every CONNECT as one; no proxy here
+                self._upgrade_ignored = False
+                self.send_400_response("CONNECT is not served")
+                return None
+            return self._without_upgrade(data[exc.args[0]:])
         if self._head_since is not None and marks == self._head_marks:  # all of it was head
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
                 self._refuse(431, "headers_too_large")
+        return None
 
-    def _without_upgrade(self, rest: bytes) -> None:
-        """Parse the head llhttp ended as an upgrade again, without the ``upgrade`` token of its
-        ``Connection`` header (the ``Upgrade`` header stays for the app to see), then ``rest``."""
+    def _without_upgrade(self, rest: bytes) -> bytes:
+        """The head llhttp ended as an upgrade, rebuilt without the ``upgrade`` token of its
+        ``Connection`` header (the ``Upgrade`` header stays for the app to see), then ``rest``: what
+        a fresh parser is fed next."""
         self._upgrade_ignored = False
         head = [self.parser.get_method(), b" ", self.url, b" HTTP/", self.parser.get_http_version().encode(), b"\r\n"]
         for name, value in self.headers:
@@ -183,8 +197,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
                     continue
             head += [name, b": ", value, b"\r\n"]
         head.append(b"\r\n")
-        self.parser = httptools.HttpRequestParser(self)
-        self.data_received(b"".join(head) + rest)
+        self.parser = _new_parser(self)
+        return b"".join(head) + rest
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(400, "malformed_request", fallback=msg)
@@ -206,6 +220,14 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             return
         self.transport.write(refuse(status, reason, self.client))
         self.transport.close()
+
+
+def _new_parser(protocol: HttpToolsProtocol) -> httptools.HttpRequestParser:
+    """A parser as uvicorn makes one: lenient to bytes after a ``Connection: close`` request, so that
+    request is still answered."""
+    parser = httptools.HttpRequestParser(protocol)
+    parser.set_dangerous_leniencies(lenient_data_after_close=True)
+    return parser
 
 
 def _sweep(loop: asyncio.AbstractEventLoop, state: Any) -> None:

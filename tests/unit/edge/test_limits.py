@@ -24,3 +24,16 @@ def test_a_reload_that_shortens_the_window_ends_the_open_one_sooner() -> None:
     assert limiter.hit("k", 1, 1) == 1  # the same open window, now of 1 s
     clock.advance(1.0)
     assert limiter.hit("k", 1, 1) == 0
+
+
+def test_a_reload_that_lengthens_the_window_does_not_reopen_an_ended_one() -> None:
+    """A client told `Retry-After: 9` that waits 9 s must get through; after a reload from 10 s to 60 s
+    the window is measured from its old start with the new length, so the ended window is open again
+    (and counts the old hits): 429 with `Retry-After: 50`."""
+    clock = ManualClock()
+    limiter = FixedWindowLimiter(clock)
+    assert limiter.hit("k", 1, 10) == 0
+    clock.advance(1.0)
+    assert limiter.hit("k", 1, 10) == 9
+    clock.advance(9.0)  # the window has ended: Retry-After honoured
+    assert limiter.hit("k", 1, 60) == 0
