@@ -10,7 +10,7 @@ thread is what bounds throughput (one interpreter does the request path and the 
 see the module docstring of ``hookgate.store.sqlite.writer``). A diagnostic, not a figure of hookgate:
 the two stubbed variants answer 200 without storing anything.
 
-    .venv/bin/python bench/layers.py [--duration 10] [--rounds 2]
+    .venv/bin/python bench/layers.py [--duration 10] [--rounds N]
 """
 
 from __future__ import annotations
