@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import sys
-import time
 from collections.abc import Callable, Generator
 from functools import partial
 from typing import IO, Any
@@ -36,6 +35,11 @@ LOG_FLUSH_SECONDS = 0.1
 GIL_SWITCH_INTERVAL = 0.0002
 GC_YOUNG_THRESHOLD = 7000
 CONFIG_WATCH_SECONDS = 2.0
+
+
+def _http_drain(settings: Settings) -> float:
+    """How long requests in progress get once shutdown begins (at least 1 s, to write their answer)."""
+    return max(1.0, float(settings.gateway.drain_timeout_seconds))
 
 
 class _UvicornServer(uvicorn.Server):
@@ -106,7 +110,7 @@ class Service:
         self.metrics = Metrics()
         self.log = obs_logging.get_logger()
         self._signals = 0
-        self._drain_deadline: float | None = None
+        self._worker_drain: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
 
     async def run(self) -> int:
@@ -132,7 +136,7 @@ class Service:
             return 1
         config = uvicorn.Config(
             gw, loop="none", http=HookgateHttpProtocol, ws="none", lifespan="off", access_log=False, log_config=None,
-            server_header=False, proxy_headers=False, timeout_graceful_shutdown=max(1, int(self.settings.gateway.drain_timeout_seconds)),
+            server_header=False, proxy_headers=False, timeout_graceful_shutdown=_http_drain(self.settings),  # type: ignore[arg-type]  # a float is fine (asyncio.wait_for)
             timeout_keep_alive=30,
         )
         server = self.server = _UvicornServer(config)
@@ -167,8 +171,9 @@ class Service:
             self._log_warnings(self.settings)
         await serving
         if self.worker is not None:
-            deadline = self._drain_deadline or time.monotonic() + self.settings.gateway.drain_timeout_seconds
-            await self.worker.drain(max(0.0, deadline - time.monotonic()))
+            if self._worker_drain is None:  # the server ended without a signal
+                self._worker_drain = asyncio.create_task(self.worker.drain(self.settings.gateway.drain_timeout_seconds))
+            await self._worker_drain
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -185,12 +190,17 @@ class Service:
             os._exit(1)
         self.log.info("shutdown.started")
         self.gateway.shutting_down = True
+        # operations.md §1.1: the listener stops accepting now (uvicorn would close it at its next
+        # check, up to 0.1 s later), and the drain is the one configured now (a reload may have
+        # changed it since the start)
+        for listener in self.server.servers:
+            listener.close()
+        self.server.config.timeout_graceful_shutdown = _http_drain(self.settings)  # type: ignore[assignment]
         self.server.should_exit = True
-        # operations.md §1.1: workers stop claiming now; running jobs get drainTimeoutSeconds from
-        # here, not from the end of the HTTP drain (which may itself take that long)
-        self._drain_deadline = time.monotonic() + self.settings.gateway.drain_timeout_seconds
+        # running jobs get drainTimeoutSeconds from here, alongside the HTTP drain, not after it
+        # (which may itself take that long); then they are aborted and their leases released
         if self.worker is not None:
-            self.worker.stop_claiming()
+            self._worker_drain = asyncio.create_task(self.worker.drain(self.settings.gateway.drain_timeout_seconds))
 
     async def reload(self, trigger: str) -> None:
         """Re-read the config; an invalid one is logged and the old one stays active (README §4).

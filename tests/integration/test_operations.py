@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import select
 import signal
 import socket
 import sqlite3
@@ -15,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, raw_request, wait_for
 
 
 def test_health_and_ready(gateway: RunningGateway) -> None:
@@ -356,3 +357,132 @@ def test_a_broken_log_pipe_loses_log_lines_not_answers(tmp_path: Path) -> None:
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+# --- shutdown with a reloaded drain, and the listener (operations.md §1.1) ------------------------
+
+SLOW_HEAD = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hook-secret\r\n"
+             b"Content-Length: 14\r\n\r\n{\"text\":")
+SLOW_REST = b'"bye"}'
+
+
+def _reload(gw: RunningGateway, cfg: dict[str, Any]) -> None:
+    """Write ``cfg`` and SIGHUP; wait until the new config is logged as loaded."""
+    loaded = len([e for e in gw.log_events() if e.get("event") == "config.loaded"])
+    gw.config_path.write_text(json.dumps(cfg))
+    gw.signal(signal.SIGHUP)
+    wait_for(lambda: len([e for e in gw.log_events() if e.get("event") == "config.loaded"]) > loaded)
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _run_status(gw: RunningGateway, run_id: str) -> tuple[str, int]:
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        row = conn.execute("SELECT status, attempt FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return str(row[0]), int(row[1])
+
+
+def test_reloaded_drain_timeout_does_not_cut_a_request_in_progress_early(gateway_factory: GatewayFactory) -> None:
+    """operations.md §1.1 SIGTERM: "requests in progress finish (their responses carry `Connection: close` …)";
+    README §4 Reload: only "`gateway.bind`, `gateway.port` and `storage.*` changes need a restart" — so a
+    reloaded `gateway.drainTimeoutSeconds` (1 → 10) is in force.
+
+    A request in progress whose body completes 2.5 s after SIGTERM (well inside the reloaded 10 s drain)
+    must finish with its 200. It was cut at the startup value (1 s) with a 500
+    (`http.cut_by_drain`), because uvicorn's `timeout_graceful_shutdown` is fixed at start
+    (server.py Service._serve)."""
+    cfg = hooks_config(bodyTimeoutSeconds=20)
+    cfg["gateway"] = {"drainTimeoutSeconds": 1}
+    gw = gateway_factory(cfg)
+    cfg["gateway"] = {"drainTimeoutSeconds": 10}
+    _reload(gw, cfg)
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=15)
+    try:
+        sock.sendall(SLOW_HEAD)
+        gw.flushed_log_events()  # a later request answered: the slow one's head has been read
+        gw.signal(signal.SIGTERM)
+        gw.wait_log("shutdown.started")
+        # the client is slow: the rest of its body comes 2.5 s later, unless the server answers first
+        readable, _, _ = select.select([sock], [], [], 2.5)
+        if not readable:
+            sock.sendall(SLOW_REST)
+        data = _read_all(sock)
+    finally:
+        sock.close()
+    assert data.startswith(b"HTTP/1.1 200 "), data[:200]
+    assert gw.proc is not None and gw.proc.wait(15) == 0
+
+
+def test_reloaded_drain_timeout_aborts_running_jobs_while_requests_drain(gateway_factory: GatewayFactory) -> None:
+    """operations.md §1.1 SIGTERM: "running jobs get up to `gateway.drainTimeoutSeconds` (default 10) to
+    finish. Jobs still running then are aborted and their leases released **without consuming an
+    attempt**"; README §4: `drainTimeoutSeconds` is not among the restart-only keys.
+
+    drainTimeoutSeconds reloaded 10 → 1; a run that needs ~3 s is running at SIGTERM while an HTTP
+    request is still in progress. Expected: at ~1 s the run is aborted and released (status `queued`,
+    attempt 1). The run went on and ended `ok` ~3 s after the signal — the worker's drain
+    (and its deadline) only starts once the HTTP drain is over (server.py Service._serve awaits
+    `serving` before `worker.drain`), and the HTTP drain uses the startup 10 s."""
+    cfg = hooks_config(bodyTimeoutSeconds=20)
+    cfg["gateway"] = {"drainTimeoutSeconds": 10}
+    gw = gateway_factory(cfg)
+    cfg["gateway"] = {"drainTimeoutSeconds": 1}
+    _reload(gw, cfg)
+    with gw.client() as c:
+        run_id = c.post("/hooks/agent", json={"message": "job [[echo:sleep=3]]"}, headers=AUTH).json()["runId"]
+    wait_for(lambda: _run_status(gw, run_id)[0] == "running")
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=15)
+    try:
+        sock.sendall(SLOW_HEAD)  # a request in progress during the drain
+        gw.flushed_log_events()  # a later request answered: the slow one's head has been read
+        gw.signal(signal.SIGTERM)
+        gw.wait_log("shutdown.started")
+        # the slow request stays in progress until the run's fate is settled (or 6 s passed)
+        deadline = time.monotonic() + 6
+        while _run_status(gw, run_id)[0] == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            sock.sendall(SLOW_REST)
+        except OSError:
+            pass
+        _read_all(sock)
+    finally:
+        sock.close()
+    assert gw.proc is not None and gw.proc.wait(15) == 0
+    assert _run_status(gw, run_id) == ("queued", 1)
+
+
+def test_no_new_connection_is_served_once_shutdown_began(gateway_factory: GatewayFactory) -> None:
+    """operations.md §1.1 SIGTERM/SIGINT: "graceful shutdown. The listener stops accepting new
+    connections; requests in progress finish".
+
+    Connections opened after the signal was handled must be refused. They were accepted and served
+    for up to ~100 ms (uvicorn checks `should_exit` every 0.1 s; the signal handler only set it):
+    137 – 226 answers `/readyz` 503 `"failing":["shutdown"]`, from a server that knew it was
+    stopping. (One such answer can be honest: a connection accepted just before the signal whose
+    request is read just after it.)"""
+    gw = gateway_factory()
+    gw.signal(signal.SIGTERM)
+    served_during_shutdown: list[bytes] = []
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            data, _ = raw_request(gw.port, b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                  read_timeout=2)
+        except OSError:
+            break  # refused: the listener is closed
+        if b'"shutdown"' in data:
+            served_during_shutdown.append(data.split(b"\r\n", 1)[0])
+    assert gw.proc is not None and gw.proc.wait(15) == 0
+    assert len(served_during_shutdown) <= 1, f"{len(served_during_shutdown)} new connections served after SIGTERM"
