@@ -191,40 +191,8 @@ def test_a_generated_request_id_is_random(gw: RunningGateway) -> None:
 # --- message boundaries, CONNECT, many upgrades, the parser after an upgrade -----------------------
 
 
-def _read(sock: socket.socket, count: int, timeout: float = 5.0) -> list[bytes]:
-    """Status lines of up to ``count`` Content-Length framed responses read within ``timeout``."""
-    sock.settimeout(0.2)
-    deadline = time.monotonic() + timeout
-    buf, out, closed = b"", [], False
-    while len(out) < count and time.monotonic() < deadline:
-        while b"\r\n\r\n" in buf:
-            head, _, rest = buf.partition(b"\r\n\r\n")
-            lines = head.split(b"\r\n")
-            length = 0
-            for line in lines[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            if len(rest) < length:
-                break
-            out.append(lines[0])
-            buf = rest[length:]
-        if closed or len(out) >= count:
-            break
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            continue
-        except ConnectionResetError:
-            closed = True
-            continue
-        closed = not chunk
-        buf += chunk
-    return out
-
-
-def _codes(lines: list[bytes]) -> list[bytes]:
-    return [line.split(b" ")[1] for line in lines]
+def _codes(responses: list[tuple[bytes, dict[bytes, bytes], bytes]]) -> list[bytes]:
+    return [status.split(b" ")[1] for status, _, _ in responses]
 
 
 def test_a_pipelined_requests_body_arriving_in_its_own_read_is_not_held(gw: RunningGateway) -> None:
@@ -239,7 +207,7 @@ def test_a_pipelined_requests_body_arriving_in_its_own_read_is_not_held(gw: Runn
                      b"\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n")
         time.sleep(0.3)  # only makes the server read the body on its own
         sock.sendall(b"12345")
-        codes = _codes(_read(sock, 2, timeout=5))
+        codes = _codes(_read_responses(sock, 2, timeout=5))
     assert len(codes) == 2 and codes[1] != b"408", codes
 
 
@@ -254,7 +222,7 @@ def test_a_pipelined_header_value_is_not_rewritten_into_a_method(gw: RunningGate
                      b"GET /readyz HTTP/1.1\r\nHost: x\r\nX-Trace: ")
         time.sleep(0.3)  # only makes the server read the rest on its own
         sock.sendall(b"a" * 40 + b" b\r\nConnection: close\r\n\r\n")
-        codes = _codes(_read(sock, 2, timeout=5))
+        codes = _codes(_read_responses(sock, 2, timeout=5))
     assert codes == [b"200", b"200"], codes
 
 
@@ -264,7 +232,7 @@ def test_connect_is_answered_not_a_recursion_error(gw: RunningGateway) -> None:
     "Fatal error: protocol.data_received() call failed", the connection aborted, no answer)."""
     with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
         sock.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nConnection: close\r\n\r\n")
-        codes = _codes(_read(sock, 1, timeout=3))
+        codes = _codes(_read_responses(sock, 1, timeout=3))
     time.sleep(0.3)
     assert "RecursionError" not in gw.stderr()
     assert codes and codes[0] in (b"400", b"404", b"405"), codes
@@ -279,7 +247,7 @@ def test_many_pipelined_upgrade_offers_are_all_answered(gw: RunningGateway) -> N
         req = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + extra + b"\r\n"
         with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
             sock.sendall(req * n)
-            codes = _codes(_read(sock, n, timeout=10))
+            codes = _codes(_read_responses(sock, n, timeout=10))
         assert codes == [b"200"] * n, (extra, len(codes))
     assert "RecursionError" not in gw.stderr()
 
@@ -294,5 +262,5 @@ def test_after_an_ignored_upgrade_a_close_request_with_trailing_bytes_is_still_a
     for name, extra in (("plain", b""), ("upgrade", UPGRADE)):
         with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + extra + b"\r\n" + tail)
-            got[name] = _codes(_read(sock, 2, timeout=3))
+            got[name] = _codes(_read_responses(sock, 2, timeout=3))
     assert got == {"plain": [b"200", b"200"], "upgrade": [b"200", b"200"]}
