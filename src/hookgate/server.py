@@ -158,12 +158,12 @@ class Service:
         self._spawn(self._sweep())
         if self.settings.config_path:
             self._spawn(self._watch_config(self.settings.config_path))
+        port = sock.getsockname()[1]  # read now: a signal during uvicorn's start closes the socket
         serving = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not serving.done():
             await asyncio.sleep(0.005)
-        if server.started:
+        if server.started and not server.should_exit:  # (a signal during the start: no ready lines)
             _settle_heap()
-            port = sock.getsockname()[1]
             for line in ready_lines(self.settings, self.host, port):
                 print(line, file=self.out)
             self.out.flush()
@@ -193,7 +193,7 @@ class Service:
         # operations.md §1.1: the listener stops accepting now (uvicorn would close it at its next
         # check, up to 0.1 s later), and the drain is the one configured now (a reload may have
         # changed it since the start)
-        for listener in self.server.servers:
+        for listener in getattr(self.server, "servers", ()):  # none yet when uvicorn has not started
             listener.close()
         self.server.config.timeout_graceful_shutdown = _http_drain(self.settings)  # type: ignore[assignment]
         self.server.should_exit = True

@@ -486,3 +486,51 @@ def test_no_new_connection_is_served_once_shutdown_began(gateway_factory: Gatewa
             served_during_shutdown.append(data.split(b"\r\n", 1)[0])
     assert gw.proc is not None and gw.proc.wait(15) == 0
     assert len(served_during_shutdown) <= 1, f"{len(served_during_shutdown)} new connections served after SIGTERM"
+
+
+def _caught(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
+
+
+def test_sigterm_before_the_server_started_shuts_down(gateway_factory: GatewayFactory) -> None:
+    """operations.md §1.1: "`SIGTERM` / `SIGINT`: graceful shutdown … Exit 0."
+
+    A SIGTERM handled after hookgate installed its handlers but before uvicorn started (during the
+    worker's start; with an HTTP agent that loads httpx, ~0.1 s): the handler read the listeners
+    uvicorn had not made yet and failed, and the process went on serving; before that change, the
+    socket uvicorn closed at once was read for its port: exit 1."""
+    cfg = hooks_config()
+    cfg["agents"]["list"].append({"id": "ops", "runtime": {"kind": "openai", "baseUrl": "http://127.0.0.1:9/v1",
+                                                           "apiKey": "k"}, "model": "m"})
+    gw = gateway_factory(cfg, start=False)
+    cmd = [sys.executable, "-m", "hookgate.cli", "serve", "--config", str(gw.config_path), "--port", "0",
+           "--log-format", "json"]
+    with open(gw.stderr_path, "ab") as err:
+        proc = subprocess.Popen(cmd, cwd=gw.workdir, env=gw.env, stdout=subprocess.PIPE, stderr=err)
+    try:
+        hup = 1 << (signal.SIGHUP - 1)
+        deadline = time.monotonic() + 20
+        while not _caught(proc.pid) & hup and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        assert _caught(proc.pid) & hup, "signal handlers not installed in time"
+        proc.send_signal(signal.SIGTERM)  # the handlers are installed: this one is hookgate's to handle
+        try:
+            code = proc.wait(10)
+        except subprocess.TimeoutExpired:
+            code = None
+        out = proc.stdout.read() if code is not None else b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    stderr = Path(gw.stderr_path).read_text()
+    assert code == 0, f"still running 10 s after SIGTERM (exit {code}); {out!r}; log: {stderr[-1500:]}"
