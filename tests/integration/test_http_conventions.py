@@ -264,3 +264,16 @@ def test_after_an_ignored_upgrade_a_close_request_with_trailing_bytes_is_still_a
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + extra + b"\r\n" + tail)
             got[name] = _codes(_read_responses(sock, 2, timeout=3))
     assert got == {"plain": [b"200", b"200"], "upgrade": [b"200", b"200"]}
+
+
+def test_an_extension_method_after_an_empty_line_gets_405(gw: RunningGateway) -> None:
+    """RFC 9112 §2.2: a server ignores empty lines before a request line. An extension method after
+    one (a keep-alive client's stray CRLF) was refused as malformed (400) instead of getting 405."""
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = _read_responses(sock, 1)
+        sock.sendall(b"\r\nFOO /hooks/wake HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        second = _read_responses(sock, 1)
+    assert _codes(first) == [b"200"]
+    assert [(r[0].split(b" ")[1], r[1].get(b"allow"), r[2]) for r in second] == [(b"405", b"POST", METHOD_NOT_ALLOWED)]

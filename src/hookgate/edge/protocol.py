@@ -148,21 +148,22 @@ class HookgateHttpProtocol(HttpToolsProtocol):
 
     def _receive(self, data: bytes) -> bytes | None:
         """Feed one read to the parser; returns bytes to feed next (after an ignored upgrade)."""
-        if self._at_message_start:  # the previous read ended exactly where this request begins
+        if self._at_message_start:  # the previous read ended where a request may begin
             if self._method_start:
                 data, self._method_start = self._method_start + data, b""
-            space = data.find(b" ", 0, _MAX_METHOD + 2)
-            if space < 0 and len(data) <= _MAX_METHOD and _TOKEN.fullmatch(data):
+            lead = len(data) - len(data.lstrip(b"\r\n"))  # empty lines before a request (RFC 9112 §2.2)
+            space = data.find(b" ", lead, lead + _MAX_METHOD + 2)
+            if space < 0 and 0 < len(data) - lead <= _MAX_METHOD and _TOKEN.fullmatch(data, lead):
                 self._method_start = data  # the method is not complete yet: which one it is decides
                 self._unset_keepalive_if_required()
                 self._message_begun = True
                 if self._head_since is None:  # the head's clock starts with its first byte
                     self._head_since = self.loop.time()
                 return None
-            self._at_message_start = False
-            if space > 0 and data[:space] not in _PARSED_METHODS and _TOKEN.fullmatch(data, 0, space):
-                self._other_method = data[:space].decode("ascii")
-                data = b"PATCH" + data[space:]
+            if space > lead and data[lead:space] not in _PARSED_METHODS and _TOKEN.fullmatch(data, lead, space):
+                self._other_method = data[lead:space].decode("ascii")
+                data = data[:lead] + b"PATCH" + data[space:]
+            # (the parser's on_message_begin clears _at_message_start once a request begins)
         marks = self._head_marks
         self._unset_keepalive_if_required()
         try:
