@@ -177,6 +177,9 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
             ctx.errors.append(f"{r}.path conflicts with hooks.path ({ctx.hooks_base_path}).")
         if reserved_path_hit(path, casefold=True):
             ctx.errors.append(f"{r}.path conflicts with reserved path ({path}).")
+        if any(not " " < ch <= "~" for ch in path):  # a request-target carries none of these raw
+            ctx.warnings.append(f"{r}.path ({path}): no request can reach it: it holds a space, a control or a "
+                                "non-ASCII character, and request paths are matched without decoding escapes")
         resolved: list[str] = []
         failures: list[tuple[str, str]] = []
         for key_path in _secret_paths(r, route):

@@ -328,3 +328,13 @@ def test_route_path_conflicts(kit: Kit) -> None:
 def test_route_under_disabled_hooks_path_is_fine(kit: Kit) -> None:
     s = kit.load(routes({"c": {"sessionKey": "s", "secret": "x", "path": "/hooks/c"}}))
     assert s.webhooks.routes[0].path == "/hooks/c"
+
+
+def test_a_route_path_no_request_can_carry_is_warned_about(kit: Kit) -> None:
+    """webhooks.md §1.4: paths match without decoding; a raw non-ASCII byte or a space cannot appear in
+    a request-target, so such a route is unreachable: `config check` says so (it said nothing)."""
+    s = kit.load(routes({"de": {"sessionKey": "s", "secret": "x", "path": "/hooks-in/straße"},
+                         "ok": {"sessionKey": "s", "secret": "x", "path": "/hooks-in/other"}}))
+    warning = (f"{R}.de.path (/hooks-in/straße): no request can reach it: it holds a space, a control or a "
+               "non-ASCII character, and request paths are matched without decoding escapes")
+    assert s.warnings == (warning,)
