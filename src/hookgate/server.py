@@ -171,9 +171,7 @@ class Service:
             self._log_warnings(self.settings)
         await serving
         if self.worker is not None:
-            if self._worker_drain is None:  # the server ended without a signal
-                self._worker_drain = asyncio.create_task(self.worker.drain(self.settings.gateway.drain_timeout_seconds))
-            await self._worker_drain
+            await (self._worker_drain or self._drain_worker())  # none started: the server ended without a signal
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -200,7 +198,12 @@ class Service:
         # running jobs get drainTimeoutSeconds from here, alongside the HTTP drain, not after it
         # (which may itself take that long); then they are aborted and their leases released
         if self.worker is not None:
-            self._worker_drain = asyncio.create_task(self.worker.drain(self.settings.gateway.drain_timeout_seconds))
+            self._worker_drain = self._drain_worker()
+
+    def _drain_worker(self) -> asyncio.Task[None]:
+        """The worker stops claiming; running jobs get drainTimeoutSeconds, then are aborted and released."""
+        assert self.worker is not None
+        return asyncio.create_task(self.worker.drain(self.settings.gateway.drain_timeout_seconds))
 
     async def reload(self, trigger: str) -> None:
         """Re-read the config; an invalid one is logged and the old one stays active (README §4).

@@ -151,6 +151,17 @@ class RunningGateway:
         raise AssertionError(f"log event {event!r} not seen; log: {self.stderr()[-3000:]}")
 
 
+def split_response(data: bytes) -> tuple[bytes, dict[bytes, bytes], bytes]:
+    """A raw response → (status line, headers by lower-case name, everything after the head)."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    return lines[0], headers, body
+
+
 def raw_request(port: int, data: bytes, *, source: str = "127.0.0.1", read_timeout: float = 10.0,
                 send_delay: float | None = None, rest: bytes = b"") -> tuple[bytes, bool]:
     """Send raw bytes; return (everything received, whether the server closed the connection)."""

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from gateway import HOOKS_TOKEN, GatewayFactory, RunningGateway, hooks_config
+from gateway import HOOKS_TOKEN, GatewayFactory, RunningGateway, hooks_config, split_response
 
 ROUTE_SECRET = "s3cret"
 WAKE_OK = b'{"ok":true,"mode":"now","eventOutcome":"queued"}'
@@ -44,16 +44,11 @@ def _read_responses(sock: socket.socket, count: int, timeout: float = 5.0) -> li
     closed = False
     while len(out) < count and time.monotonic() < deadline:
         while b"\r\n\r\n" in buf:
-            head, _, rest = buf.partition(b"\r\n\r\n")
-            lines = head.split(b"\r\n")
-            headers = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(b":")
-                headers[name.strip().lower()] = value.strip()
+            status, headers, rest = split_response(buf)
             length = int(headers.get(b"content-length", b"0"))
             if len(rest) < length:
                 break
-            out.append((lines[0], headers, rest[:length]))
+            out.append((status, headers, rest[:length]))
             buf = rest[length:]
             if len(out) == count:
                 return out

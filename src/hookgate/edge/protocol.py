@@ -72,8 +72,8 @@ _PARSED_METHODS = frozenset(
     b"UNSUBSCRIBE PATCH PURGE MKCALENDAR LINK UNLINK SOURCE PRI DESCRIBE ANNOUNCE SETUP PLAY PAUSE "
     b"TEARDOWN GET_PARAMETER SET_PARAMETER REDIRECT RECORD FLUSH QUERY".split()
 )
-_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
 _MAX_METHOD = 256  # longer than any method a client sends; a longer token is refused as malformed
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]{1," + str(_MAX_METHOD).encode() + rb"}")
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers of one request (checked per read: ≤ one read more)
 HEAD_TIMEOUT_S = 15.0  # from connecting, or a request's first byte, to the end of its headers
 _SWEEP_EVERY_S = 1.0

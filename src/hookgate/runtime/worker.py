@@ -96,11 +96,6 @@ class Worker:
         self._every = {a.id: a.heartbeat.every_seconds for a in settings.agents.agents}
         self._scheduled_for = settings
 
-    def stop_claiming(self) -> None:
-        """Shutdown has begun: claim nothing more (running jobs go on until ``drain``)."""
-        self._stopping = True
-        self._wake.set()
-
     def poke(self, delay: float = 0.0) -> None:
         """Something was enqueued: look for work (after ``delay``) instead of at the next poll."""
         if delay <= 0:

@@ -7,23 +7,13 @@ from __future__ import annotations
 import socket
 
 import pytest
-from gateway import AUTH, RunningGateway, raw_request
+from gateway import AUTH, RunningGateway, raw_request, split_response
 
 METHOD_NOT_ALLOWED = b'{"ok":false,"error":"Method Not Allowed"}'
 QUERY_TOKEN_ERROR = (
     b'{"ok":false,"error":"Hook token must be provided via Authorization: Bearer <token> or X-Hookgate-Token '
     b'header (query parameters are not allowed)."}'
 )
-
-
-def _split(data: bytes) -> tuple[bytes, dict[bytes, bytes], bytes]:
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip()
-    return lines[0], headers, body
 
 
 @pytest.mark.parametrize("method", [b"FOO", b"BREW", b"post"])
@@ -36,7 +26,7 @@ def test_any_non_post_method_gets_405_with_allow_post(gateway: RunningGateway, m
     request = (method + b" /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hook-secret\r\n"
                b"Content-Length: 0\r\nConnection: close\r\n\r\n")
     data, _ = raw_request(gateway.port, request, read_timeout=5)
-    status, headers, body = _split(data)
+    status, headers, body = split_response(data)
     assert status.startswith(b"HTTP/1.1 405 "), data
     assert headers.get(b"allow") == b"POST", data
     assert body == METHOD_NOT_ALLOWED
@@ -47,7 +37,7 @@ def test_query_token_wins_over_an_extension_method(gateway: RunningGateway) -> N
     `FOO /hooks/wake?token=x` must get the query-token 400 body, not a generic one."""
     request = b"FOO /hooks/wake?token=x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     data, _ = raw_request(gateway.port, request, read_timeout=5)
-    status, _, body = _split(data)
+    status, _, body = split_response(data)
     assert status.startswith(b"HTTP/1.1 400 "), data
     assert body == QUERY_TOKEN_ERROR, body
 
@@ -72,4 +62,4 @@ def test_the_connection_goes_on_after_an_extension_method(gateway: RunningGatewa
         while chunk := sock.recv(65536):
             second += chunk
     assert second.startswith(b"HTTP/1.1 200 "), second
-    assert _split(second)[2] == b'{"ok":true,"mode":"now","eventOutcome":"queued"}'
+    assert split_response(second)[2] == b'{"ok":true,"mode":"now","eventOutcome":"queued"}'
