@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from hookgate.edge.http import BodyTimeout, BodyTooLarge, _already_read, read_body
+from hookgate.edge.http import BodyTimeout, BodyTooLarge, _already_read, read_asgi_body
 
 
 class _App:
@@ -29,7 +29,7 @@ class _App:
             return
         fast = _already_read(receive)
         try:
-            body = await read_body({}, receive, self.limit, self.timeout)
+            body = await read_asgi_body({}, receive, self.limit, self.timeout)
             status, outcome = 200, body
         except BodyTooLarge:
             status, outcome = 413, "too large"
@@ -102,4 +102,4 @@ async def test_a_receive_that_is_not_uvicorns_takes_the_timed_path() -> None:
         return {"type": "http.request", "body": b"abc", "more_body": False}
 
     assert _already_read(receive) is False
-    assert await read_body({}, receive, 64, 1.0) == b"abc"
+    assert await read_asgi_body({}, receive, 64, 1.0) == b"abc"

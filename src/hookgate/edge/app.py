@@ -25,6 +25,7 @@ from hookgate.edge.http import (
     remove_dot_segments,
     request_id,
 )
+from hookgate.edge.protocol import Exchange
 from hookgate.edge.request import Request, bearer_token, secrets_equal
 from hookgate.edge.routes_surface import RoutesSurface
 from hookgate.edge.throttle import AuthThrottle
@@ -74,14 +75,49 @@ class Gateway:
             self.route_surface.apply_settings(settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI entry: requests whose body is still arriving, and any server but hookgate's own."""
         if scope["type"] != "http":
             return
+        req = self.request(scope["method"], scope.get("raw_path") or scope["path"].encode(),
+                           scope.get("query_string", b""), scope["headers"], scope.get("client"), receive, None)
+        answer = await self.answer(req)
+        if answer is None:
+            return
+        try:
+            await self.responder.send(send, answer, req.request_id, req.method == "HEAD")
+        except OSError:
+            return
+        finally:
+            if answer.after is not None:
+                answer.after()
+        self._account(req, answer)
+
+    async def serve_read(self, exchange: Exchange) -> None:
+        """The entry of hookgate's protocol for a request it has read whole, head and body: the same
+        pipeline as ``__call__``, without an ASGI scope, receive and send (a third of a minimal
+        request's cost on uvicorn). The answer leaves through ``exchange.respond``."""
+        req = self.request(exchange.method, exchange.raw_path, exchange.query, exchange.headers, exchange.client,
+                           None, exchange.body)
+        answer = await self.answer(req)
+        if answer is None:  # not reached: only a body read through ASGI can end without an answer
+            exchange.respond(None, True)
+            return
+        try:
+            keep_alive = exchange.keep_alive
+            exchange.respond(self.responder.encode(answer, req.request_id, req.method == "HEAD",
+                                                   exchange.default_headers, keep_alive),
+                             answer.close or not keep_alive)
+        finally:
+            if answer.after is not None:
+                answer.after()
+        self._account(req, answer)
+
+    def request(self, method: str, raw_path: bytes, query: bytes, raw_headers: list[tuple[bytes, bytes]],
+                client: tuple[str, int] | None, receive: Receive | None, body: bytes | None) -> Request:
         start = time.perf_counter()
-        headers = first_headers(scope)
+        headers = first_headers(raw_headers)
         rid = request_id(headers.get(b"x-request-id"))
-        raw_path = scope.get("raw_path") or scope["path"].encode()
         path = remove_dot_segments(raw_path.decode("latin-1"))
-        client = scope.get("client")
         peer = normalize_peer(client[0] if client else None)
         gateway = self.settings.gateway
         if gateway.trusted_proxies:
@@ -91,20 +127,23 @@ class Gateway:
                            gateway.trusted_proxies, gateway.allow_real_ip_fallback)
         else:
             ip = peer
-        req = Request(scope, receive, scope["method"], path, scope.get("query_string", b""), headers, peer, ip, rid)
-        surface = "other"
+        return Request(method, path, raw_path, query, headers, raw_headers, peer, ip, rid, start, receive, body)
+
+    async def answer(self, req: Request) -> Answer | None:
+        """README §6's dispatch, with the surface's JSON 500 for whatever escapes it."""
+        path = req.path
         answer: Answer | None
         try:
             kind = HEALTH_PATHS.get(path)
             if kind is not None:
-                surface = "health"
+                req.surface = "health"
                 req.log["route"] = path.lstrip("/")
                 answer = await self._health(req, kind)
             elif self.hooks_enabled and (path == self.base_path or path.startswith(self.base_path + "/")):
-                surface = "hooks"
+                req.surface = "hooks"
                 answer = await self.hooks.handle(req, path[len(self.base_path):].lstrip("/"))
             elif self.route_surface is not None and (route := self.route_surface.table.match(path)) is not None:
-                surface = "webhooks"  # before the await: an unexpected error gets Surface A's 500 body
+                req.surface = "webhooks"  # before the await: an unexpected error gets Surface A's 500 body
                 answer = await self.route_surface.handle(req, route)
             else:
                 answer = error_b(404, "Not Found")
@@ -113,25 +152,16 @@ class Gateway:
                 raise
             # the drain's deadline cut this request (uvicorn cancels what is left): it still gets the
             # surface's JSON 500 — whether its write landed is unknown, so not a 503 "nothing committed"
-            self.log.warning("http.cut_by_drain", request_id=rid, surface=surface, route=req.log.get("route", "-"),
-                             client_ip=req.client_ip)
-            answer = _internal_error(surface)
+            self.log.warning("http.cut_by_drain", request_id=req.request_id, surface=req.surface,
+                             route=req.log.get("route", "-"), client_ip=req.client_ip)
+            answer = _internal_error(req.surface)
         except Exception:
-            self.log.exception("http.unhandled", request_id=rid, surface=surface, route=req.log.get("route", "-"),
-                               client_ip=req.client_ip)
-            answer = _internal_error(surface)
-        if answer is None:
-            return
-        if self.shutting_down:
+            self.log.exception("http.unhandled", request_id=req.request_id, surface=req.surface,
+                               route=req.log.get("route", "-"), client_ip=req.client_ip)
+            answer = _internal_error(req.surface)
+        if answer is not None and self.shutting_down:
             answer.close = True
-        try:
-            await self.responder.send(send, answer, rid, req.method == "HEAD")
-        except OSError:
-            return
-        finally:
-            if answer.after is not None:
-                answer.after()
-        self._account(req, surface, answer, start)
+        return answer
 
     def refuse(self, status: int, reason: str, client: tuple[str, int] | None) -> bytes:
         """The protocol's own answers, where there is no request to hand to the app: bytes that are
@@ -146,8 +176,9 @@ class Gateway:
                                    "user_agent": None, "reason": reason})
         return self.responder.closing_bytes(answer, rid)
 
-    def _account(self, req: Request, surface: str, answer: Answer, start: float) -> None:
-        elapsed = time.perf_counter() - start
+    def _account(self, req: Request, answer: Answer) -> None:
+        elapsed = time.perf_counter() - req.start
+        surface = req.surface
         route = str(req.log.pop("route", "-"))
         self.metrics.observe_request(surface, route, answer.status, elapsed)
         ua = req.headers.get(b"user-agent")

@@ -83,7 +83,7 @@ class HooksSurface:
         if not sub_path:
             return error_b(404, "Not Found")
         try:
-            body = await read_body(req.headers, req.receive, hooks.max_body_bytes, hooks.body_timeout_seconds)
+            body = await read_body(req, hooks.max_body_bytes, hooks.body_timeout_seconds)
         except BodyTooLarge:
             gw.metrics.body_rejections.labels("hooks", "too_large").inc()
             return error_b(413, "payload too large", close=True, reason="too_large")
@@ -175,9 +175,8 @@ class HooksSurface:
 
     def request_context(self, req: Request, sub_path: str, payload: Payload) -> RequestContext:
         """§2 step 10: every header (lower-cased, repeats joined) and the decoded query."""
-        raw_path = req.scope.get("raw_path") or req.scope["path"].encode()
-        url = raw_path.decode("latin-1") + (("?" + req.query.decode("latin-1")) if req.query else "")
-        raw_headers, raw_query = req.scope.get("headers") or (), req.query
+        url = req.raw_path.decode("latin-1") + (("?" + req.query.decode("latin-1")) if req.query else "")
+        raw_headers, raw_query = req.raw_headers, req.query
         return RequestContext(
             payload=payload,
             headers=Lazy(lambda: request_headers(raw_headers)),

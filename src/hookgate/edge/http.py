@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import http
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive, Send
 
 from hookgate.clock import random_bytes
+
+if TYPE_CHECKING:
+    from hookgate.edge.request import Request
 
 JSON_TYPE = b"application/json; charset=utf-8"
 _encode = msgspec.json.Encoder().encode
@@ -44,6 +49,17 @@ def error_b(status: int, text: str, **kw: Any) -> Answer:
 
 
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
+_HEADER_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # uvicorn's HEADER_VALUE_RE
+
+
+@functools.lru_cache(maxsize=64)
+def _status_line(status: int) -> bytes:
+    """``HTTP/1.1 <status> <reason>\\r\\n`` with the reason phrase uvicorn writes (none for an unknown code)."""
+    try:
+        phrase = http.HTTPStatus(status).phrase.encode()
+    except ValueError:
+        phrase = b""
+    return b"HTTP/1.1 " + str(status).encode() + b" " + phrase + b"\r\n"
 
 
 def request_id(given: bytes | None) -> str:
@@ -56,10 +72,10 @@ def request_id(given: bytes | None) -> str:
     return random_bytes(12).hex()
 
 
-def first_headers(scope: Scope) -> dict[bytes, bytes]:
+def first_headers(headers: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
     """Header name (lower-case bytes) → its first occurrence."""
     out: dict[bytes, bytes] = {}
-    for name, value in scope["headers"]:
+    for name, value in headers:
         if name not in out:
             out[name] = value
     return out
@@ -112,7 +128,19 @@ def _already_read(receive: Receive) -> bool:
         return False
 
 
-async def read_body(headers: dict[bytes, bytes], receive: Receive, limit: int, timeout: float) -> bytes:
+async def read_body(req: Request, limit: int, timeout: float) -> bytes:
+    """The request's whole body within ``limit`` bytes and ``timeout`` seconds from the first read:
+    the one hookgate's protocol read with the head, else read through ASGI."""
+    body = req.body
+    if body is not None:
+        if len(body) > limit:
+            raise BodyTooLarge
+        return body
+    assert req.receive is not None
+    return await read_asgi_body(req.headers, req.receive, limit, timeout)
+
+
+async def read_asgi_body(headers: dict[bytes, bytes], receive: Receive, limit: int, timeout: float) -> bytes:
     """Read the whole body within ``limit`` bytes and ``timeout`` seconds from the first read."""
     length = headers.get(b"content-length")
     if length is not None:
@@ -165,6 +193,36 @@ class Responder:
         if hsts:
             common.append((b"strict-transport-security", hsts.encode("latin-1")))
         self.common = common
+        self._common_block = b"".join(name + b": " + value + b"\r\n" for name, value in common)
+        # what uvicorn refuses to write (its check on every header of an ASGI response): a configured
+        # value with a control character fails each answer alike on both paths (a 500)
+        self._common_invalid = any(_HEADER_VALUE_BAD.search(value) for _, value in common)
+
+    def encode(self, answer: Answer, rid: str, head: bool, default_headers: Headers, keep_alive: bool) -> bytes:
+        """``answer`` as the bytes of an HTTP/1.1 response, the same head uvicorn writes for it through
+        ``send`` (its ``date`` first, then the headers of ``send``), for hookgate's protocol to write
+        itself. ``Connection: close`` when the answer closes or the connection is not kept alive."""
+        if self._common_invalid:
+            raise RuntimeError("Invalid HTTP header value.")
+        status = answer.status
+        parts = [_status_line(status)]
+        for name, value in default_headers:
+            parts += (name, b": ", value, b"\r\n")
+        parts += (self._common_block, b"x-request-id: ", rid.encode("latin-1"), b"\r\n")
+        body = answer.body
+        if body is not None:
+            parts += (b"content-type: ", answer.content_type, b"\r\ncontent-length: ", str(len(body)).encode(),
+                      b"\r\n")
+        elif status != 204:
+            parts.append(b"content-length: 0\r\n")
+        for name, value in answer.headers:
+            parts += (name, b": ", value, b"\r\n")
+        if answer.close or not keep_alive:
+            parts.append(b"connection: close\r\n")
+        parts.append(b"\r\n")
+        if body and not head:
+            parts.append(body)
+        return b"".join(parts)
 
     def closing_bytes(self, answer: Answer, rid: str) -> bytes:
         """``answer`` as a complete HTTP/1.1 response that closes the connection, for the protocol to

@@ -10,15 +10,26 @@ Here a connection's writes are held until the end of the event loop's current pa
 ``send(2)`` per connection and pass, and the responses a commit group completed leave back to back.
 Nothing waits longer than the rest of the pass it was written in. Closing a connection sends what
 it holds first.
+
+A request whose head and body arrive in one read (a webhook's small JSON POST, nearly every request)
+is handed to the gateway whole (``Gateway.serve_read``) instead of through uvicorn's ASGI cycle (a
+scope, an event, a receive and two sends whose headers are checked one by one): the gateway's answer
+comes back as bytes and is written at once. Everything else — a body still arriving, ``Expect:
+100-continue``, a request pipelined behind one not yet answered, any other ASGI app — takes uvicorn's
+cycle, unchanged. An idle keep-alive connection is closed by the once-a-second sweep, not by a timer
+armed after every response.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httptools
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
@@ -79,6 +90,58 @@ HEAD_TIMEOUT_S = 15.0  # from connecting, or a request's first byte, to the end 
 _SWEEP_EVERY_S = 1.0
 
 
+class _NoEvent:
+    """What uvicorn's ``connection_lost`` sets on a cycle: an exchange has nobody waiting on it."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+_NO_EVENT = _NoEvent()
+_SERVER_ERROR = (b"content-type: text/plain; charset=utf-8\r\ncontent-length: 21\r\nconnection: close\r\n\r\n"
+                 b"Internal Server Error")
+
+
+class Exchange:
+    """One request read whole, and its answer: what ``Gateway.serve_read`` works on. It stands where
+    uvicorn keeps its request cycle (``protocol.cycle``), with the attributes the protocol reads there."""
+
+    __slots__ = ("body", "client", "default_headers", "disconnected", "headers", "keep_alive", "message_event",
+                 "method", "protocol", "query", "raw_path", "response_complete")
+
+    def __init__(self, protocol: HookgateHttpProtocol, method: str, raw_path: bytes, query: bytes,
+                 headers: list[tuple[bytes, bytes]], keep_alive: bool) -> None:
+        self.protocol = protocol
+        self.method = method
+        self.raw_path = raw_path
+        self.query = query
+        self.headers = headers
+        self.client = protocol.client
+        self.default_headers: list[tuple[bytes, bytes]] = protocol.server_state.default_headers
+        self.keep_alive = keep_alive  # False also once the server shuts down (uvicorn's ``shutdown``)
+        self.body = b""
+        self.disconnected = False
+        self.response_complete = False
+        self.message_event = _NO_EVENT
+
+    def respond(self, data: bytes | None, close: bool) -> None:
+        """Write the response (``None``: none) and close the connection or go on to the next request."""
+        if self.response_complete:
+            return
+        self.response_complete = True
+        if self.disconnected:
+            return
+        protocol = self.protocol
+        transport = protocol.transport
+        if data is not None:
+            transport.write(data)
+        if close or data is None:
+            transport.close()
+        protocol.on_response_complete()
+
+
 class HookgateHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol on a ``PassTransport``, with what uvicorn leaves unbounded bounded:
 
@@ -105,9 +168,14 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _other_method: str | None = None  # a method llhttp does not parse, read as PATCH
     _upgrade_ignored = False  # llhttp ended this head as an upgrade: it is parsed again without one
     _method_start = b""  # a request's first bytes, all method so far: held until its space arrives
+    _serve_read: Callable[[Exchange], Awaitable[None]] | None = None  # the app's entry for whole requests
+    _reading: Exchange | None = None  # a request whose head is parsed and whose body is being read
+    _before: Any = None  # the cycle before ``_reading`` (None or answered): restored if it goes to ASGI
+    _idle_since: float | None = None  # loop time the last response completed, while no request follows
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(PassTransport(transport, self.loop))  # type: ignore[arg-type]
+        self._serve_read = getattr(self.app, "serve_read", None)
         self._head_since = self.loop.time()
         state = self.server_state
         if not getattr(state, "hookgate_sweeping", False):
@@ -115,7 +183,12 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self.loop.call_later(_SWEEP_EVERY_S, _sweep, self.loop, state)
 
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        if self._serve_read is None:
+            super().on_message_begin()
+        else:  # the ASGI scope is made only for a request that goes through ASGI (_to_asgi)
+            self.url = b""
+            self.expect_100_continue = False
+            self.headers = []
         self._head_since = self.loop.time()
         self._head_bytes = 0
         self._head_marks += 1
@@ -128,16 +201,99 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         if self.parser.should_upgrade():  # no request of it yet: see _receive
             self._upgrade_ignored = True
             return
+        if (self._serve_read is not None and not self.expect_100_continue and not self.pipeline
+                and (self.cycle is None or self.cycle.response_complete) and self.limit_concurrency is None):
+            # read on: if the body completes in this read, the gateway gets the request whole
+            parser = self.parser
+            url = httptools.parse_url(self.url)
+            method = self._other_method or parser.get_method().decode("ascii")
+            self._other_method = None
+            keep_alive = parser.get_http_version() != "1.0" and parser.should_keep_alive()
+            self._before = self.cycle
+            self._reading = Exchange(self, method, url.path, url.query or b"", self.headers, keep_alive)
+            self.cycle = self._reading  # type: ignore[assignment]  # it has what the protocol reads of a cycle
+            return
+        self._asgi_headers_complete()
+
+    def _asgi_headers_complete(self) -> None:
+        if self.scope is None or self.scope.get("headers") is not self.headers:
+            url, headers, expect = self.url, self.headers, self.expect_100_continue
+            HttpToolsProtocol.on_message_begin(self)  # uvicorn's scope for this request
+            self.url, self.headers, self.expect_100_continue = url, headers, expect
+            self.scope["headers"] = headers
         super().on_headers_complete()
         if self._other_method is not None:  # the app reads the scope when its task runs: after this
             self.scope["method"] = self._other_method
             self._other_method = None
 
+    def _to_asgi(self) -> None:
+        """The request being read did not end with this read: it goes through uvicorn's cycle, which
+        gets the body read so far and reads the rest (with the app's timeout and size limit)."""
+        reading = self._reading
+        assert reading is not None
+        self._reading = None
+        self.cycle, self._before = self._before, None
+        if reading.method != self.parser.get_method().decode("ascii"):
+            self._other_method = reading.method
+        self._asgi_headers_complete()
+        if reading.body:
+            cycle = self.cycle
+            cycle.body += reading.body
+            if len(cycle.body) > HIGH_WATER_LIMIT:
+                self.flow.pause_reading()
+            cycle.message_event.set()
+
+    def on_body(self, body: bytes) -> None:
+        reading = self._reading
+        if reading is None:
+            super().on_body(body)
+        else:
+            reading.body += body
+
+    def _serve(self, exchange: Exchange) -> None:
+        assert self._serve_read is not None
+        task = self.loop.create_task(self._run(self._serve_read, exchange))
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
+
+    async def _run(self, serve: Callable[[Exchange], Awaitable[None]], exchange: Exchange) -> None:
+        """As uvicorn's ``run_asgi``: whatever escapes the app is logged, and answered with a plain 500
+        when nothing was written yet."""
+        try:
+            await serve(exchange)
+        except BaseException as exc:
+            logging.getLogger("uvicorn.error").error("Exception in ASGI application\n", exc_info=exc)
+            if not exchange.response_complete:
+                head = [b"HTTP/1.1 500 Internal Server Error\r\n"]
+                head += [name + b": " + value + b"\r\n" for name, value in exchange.default_headers]
+                exchange.respond(b"".join(head) + _SERVER_ERROR, True)
+
     def on_message_complete(self) -> None:
         if self._upgrade_ignored:  # llhttp skipped the body: the message is not complete
             return
-        super().on_message_complete()
+        reading = self._reading
+        if reading is not None:
+            self._reading = self._before = None
+            self._serve(reading)
+        else:
+            super().on_message_complete()
         self._at_message_start = True  # until the parser begins another request in the same read
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, with the keep-alive timeout kept by the sweep instead of a timer per response."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._idle_since = self.loop.time()
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_since = None
+        super()._unset_keepalive_if_required()
 
     def data_received(self, data: bytes) -> None:
         # an ignored upgrade hands back its head, rebuilt, and the rest of the read: a loop, not
@@ -169,6 +325,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
+            self._reading = None
             msg = "Invalid HTTP request received."
             self.logger.warning(msg)  # as uvicorn does (logged as ``server.message``)
             self.send_400_response(msg)
@@ -179,6 +336,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
                 self.send_400_response("CONNECT is not served")
                 return None
             return self._without_upgrade(data[exc.args[0]:])
+        if self._reading is not None:  # its body goes on in a later read
+            self._to_asgi()
         if self._head_since is not None and marks == self._head_marks:  # all of it was head
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
@@ -232,10 +391,15 @@ def _new_parser(protocol: HttpToolsProtocol) -> httptools.HttpRequestParser:
 
 
 def _sweep(loop: asyncio.AbstractEventLoop, state: Any) -> None:
-    """Close the connections whose request head is overdue; runs once a second for the server's life."""
-    deadline = loop.time() - HEAD_TIMEOUT_S
+    """Close the connections whose request head is overdue, or idle past the keep-alive timeout; runs
+    once a second for the server's life."""
+    now = loop.time()
+    deadline = now - HEAD_TIMEOUT_S
     for conn in list(state.connections):
         since = getattr(conn, "_head_since", None)
         if since is not None and since < deadline and not conn.transport.is_closing():
             conn.head_timed_out()
+        idle = getattr(conn, "_idle_since", None)
+        if idle is not None and idle < now - conn.timeout_keep_alive and not conn.transport.is_closing():
+            conn.transport.close()  # uvicorn's keep-alive timeout
     loop.call_later(_SWEEP_EVERY_S, _sweep, loop, state)

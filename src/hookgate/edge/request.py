@@ -5,20 +5,24 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass, field
 
-from starlette.types import Receive, Scope
+from starlette.types import Receive
 
 
 @dataclass(slots=True)
 class Request:
-    scope: Scope
-    receive: Receive
     method: str
     path: str  # raw request-target path, dot-segments removed, percent-escapes kept
+    raw_path: bytes  # as sent
     query: bytes
     headers: dict[bytes, bytes]  # first occurrence of each header
+    raw_headers: list[tuple[bytes, bytes]]  # every header, names lower-cased, in order
     peer: str  # normalised socket peer address
     client_ip: str
     request_id: str
+    start: float  # time.perf_counter() when the request reached the app
+    receive: Receive | None  # ASGI: where the body comes from; None when ``body`` holds it all
+    body: bytes | None  # the whole body, when the server had read it before the app ran
+    surface: str = "other"  # health | hooks | webhooks | other: for the access line and metrics
     log: dict[str, object] = field(default_factory=dict)  # extra fields for the access line
 
     def header(self, name: bytes) -> str | None:

@@ -137,7 +137,7 @@ class RoutesSurface:
             return self._unauthorized(req, route)
         limits = route.limits
         try:
-            body = await read_body(req.headers, req.receive, limits.max_body_bytes, limits.body_timeout_seconds)
+            body = await read_body(req, limits.max_body_bytes, limits.body_timeout_seconds)
         except BodyTooLarge:
             m.body_rejections.labels("webhooks", "too_large").inc()
             return _reject(413, "payload_too_large", "Payload too large", close=True)
