@@ -138,10 +138,11 @@ end
     return path
 
 
-def minimal_ceiling(args: argparse.Namespace, work: Path, *, stock: bool = False) -> Result:
-    """The minimal app on hookgate's stack (``stock``: on uvicorn's own httptools protocol)."""
+def minimal_ceiling(args: argparse.Namespace, work: Path, *, stock: bool = False, bare: bool = False) -> Result:
+    """The minimal app on hookgate's stack (``stock``: on uvicorn's own httptools protocol; ``bare``: a
+    bare httptools protocol, no uvicorn and no ASGI)."""
     port = free_port()
-    extra = ["--stock"] if stock else []
+    extra = ["--stock"] if stock else ["--bare"] if bare else []
     proc = subprocess.Popen([PY, str(HERE / "minimal_app.py"), str(port), *extra], stderr=subprocess.DEVNULL)
     try:
         wait_http(f"http://127.0.0.1:{port}/")
@@ -452,6 +453,11 @@ def main() -> int:
         stock = minimal_ceiling(args, work, stock=True)
         stock.name = "minimal app, uvicorn's protocol (reference)"
         results.append(stock)
+        # Nor this: the floor under any Python server here (hookgate answers a request read whole
+        # without uvicorn's ASGI cycle, so the ceiling is an ASGI app's, not the machine's).
+        floor = minimal_ceiling(args, work, bare=True)
+        floor.name = "bare httptools protocol, no ASGI (reference)"
+        results.append(floor)
     notes: list[str] = []
     if args.only in (None, "hooks"):
         hooks_suite(args, work, results, notes)
