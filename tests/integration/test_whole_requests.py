@@ -196,6 +196,24 @@ def test_which_requests_are_read_whole() -> None:
                            ("whole", b"first"), ("asgi", b"behind")]
 
 
+def test_a_chunked_body_arrives_whole_read_at_once_or_in_parts() -> None:
+    """A body of thousands of chunks: joined in place when they come in one read, and handed to
+    uvicorn's cycle with what was read so far when the rest comes later."""
+    app = _TwoEntries()
+    body = bytes(range(256)) * 40
+    chunked = b"".join(b"1\r\n" + body[i:i + 1] + b"\r\n" for i in range(len(body))) + b"0\r\n\r\n"
+    head = b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    with _server(app) as port:
+        received, closed = raw_request(port, head + chunked)
+        assert closed and received.endswith(b"ok")
+        half = len(chunked) // 2
+        received, closed = raw_request(port, head + chunked[:half], send_delay=0.2, rest=chunked[half:])
+        assert closed and received.endswith(b"ok")
+    assert [entry[1] for entry in app.entries] == [body, body]
+    assert app.entries[1][0] == "asgi"
+    assert all(type(entry[1]) is bytes for entry in app.entries)
+
+
 def test_an_idle_keep_alive_connection_is_closed_after_the_timeout() -> None:
     """The keep-alive timeout is kept by the protocol's once-a-second sweep (no timer per response)."""
     with _server(_TwoEntries(), timeout_keep_alive=1) as port:

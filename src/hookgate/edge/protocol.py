@@ -109,7 +109,7 @@ class Exchange:
     uvicorn keeps its request cycle (``protocol.cycle``), with the attributes the protocol reads there."""
 
     __slots__ = ("body", "client", "default_headers", "disconnected", "headers", "keep_alive", "message_event",
-                 "method", "protocol", "query", "raw_path", "response_complete")
+                 "method", "pieces", "protocol", "query", "raw_path", "response_complete")
 
     def __init__(self, protocol: HookgateHttpProtocol, method: str, raw_path: bytes, query: bytes,
                  headers: list[tuple[bytes, bytes]], keep_alive: bool) -> None:
@@ -122,6 +122,7 @@ class Exchange:
         self.default_headers: list[tuple[bytes, bytes]] = protocol.server_state.default_headers
         self.keep_alive = keep_alive  # False also once the server shuts down (uvicorn's ``shutdown``)
         self.body = b""
+        self.pieces: bytearray | None = None  # a body that came in several pieces, until it is complete
         self.disconnected = False
         self.response_complete = False
         self.message_event = _NO_EVENT
@@ -236,9 +237,10 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         if reading.method != self.parser.get_method().decode("ascii"):
             self._other_method = reading.method
         self._asgi_headers_complete()
-        if reading.body:
+        read = reading.body if reading.pieces is None else reading.pieces
+        if read:
             cycle = self.cycle
-            cycle.body += reading.body
+            cycle.body += read
             if len(cycle.body) > HIGH_WATER_LIMIT:
                 self.flow.pause_reading()
             cycle.message_event.set()
@@ -247,8 +249,13 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         reading = self._reading
         if reading is None:
             super().on_body(body)
-        else:
-            reading.body += body
+        elif reading.pieces is not None:  # a chunked body's pieces: appended in place
+            reading.pieces += body
+        elif not reading.body:
+            reading.body = body  # the usual case: the whole body in one piece, not copied
+        else:  # (bytes += bytes would copy everything so far for each piece)
+            reading.pieces = bytearray(reading.body)
+            reading.pieces += body
 
     def _serve(self, exchange: Exchange) -> None:
         assert self._serve_read is not None
@@ -274,6 +281,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         reading = self._reading
         if reading is not None:
             self._reading = self._before = None
+            if reading.pieces is not None:
+                reading.body, reading.pieces = bytes(reading.pieces), None
             self._serve(reading)
         else:
             super().on_message_complete()
