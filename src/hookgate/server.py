@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import os
@@ -35,6 +36,23 @@ LOG_FLUSH_SECONDS = 0.1
 GIL_SWITCH_INTERVAL = 0.0002
 GC_YOUNG_THRESHOLD = 7000
 CONFIG_WATCH_SECONDS = 2.0
+QUIET_RELEASE_SECONDS = 1.0  # a request- and commit-free spell this long after a burst releases memory
+
+
+_malloc_trim: Any = None
+
+
+def trim_heap() -> None:
+    """Return the C heap's free memory to the OS (glibc's ``malloc_trim``; nothing where libc has
+    none): freed small blocks otherwise stay mapped, counted in RSS, until the heap reuses them."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            _malloc_trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
 
 
 def _http_drain(settings: Settings) -> float:
@@ -155,6 +173,7 @@ class Service:
                 gw.route_surface.service.on_enqueue = worker.poke
                 gw.route_surface.service.on_abort = worker.abort
         self._spawn(self._flush_logs())
+        self._spawn(self._release_when_quiet())
         self._spawn(self._sweep())
         if self.settings.config_path:
             self._spawn(self._watch_config(self.settings.config_path))
@@ -265,6 +284,28 @@ class Service:
         while True:
             await asyncio.sleep(LOG_FLUSH_SECONDS)
             obs_logging.flush()
+
+    async def _release_when_quiet(self) -> None:
+        """After a burst, once a whole ``QUIET_RELEASE_SECONDS`` passed without a request or a write:
+        the store's page caches and the heap's free memory go back to the OS, so the process returns
+        near its idle size (issue #2: RSS back within 10 % of idle after a run) instead of holding its
+        high-water mark until the next burst. Once per quiet spell; a busy gateway never pays for it."""
+        loop = asyncio.get_running_loop()
+        seen: tuple[int, int] | None = None
+        since = loop.time()
+        released = True
+        while True:
+            await asyncio.sleep(QUIET_RELEASE_SECONDS / 4)
+            server = self.server
+            store = self.gateway.store
+            activity = (server.server_state.total_requests if server is not None else 0, store.writes)
+            if activity != seen:
+                seen, since, released = activity, loop.time(), False
+                continue
+            if not released and loop.time() - since >= QUIET_RELEASE_SECONDS:
+                released = True
+                await store.release_memory()
+                trim_heap()
 
     async def _sweep(self) -> None:
         while True:

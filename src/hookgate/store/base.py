@@ -189,6 +189,13 @@ class Store(Protocol):
     async def ping(self, timeout: float = 1.0) -> bool:
         """True when a round trip to the store succeeded within ``timeout`` and it accepts writes."""
 
+    @property
+    def writes(self) -> int:
+        """Committed write transactions that changed data since the store opened: how busy it has been."""
+
+    async def release_memory(self) -> None:
+        """Give back what the store caches in memory beyond its idle footprint (after a burst)."""
+
     async def queue_system_event(
         self, *, session_key: str, agent_id: str, text: str, now_ms: int, wake_reason: str | None
     ) -> WakeResult:

@@ -227,6 +227,25 @@ class SqliteStore:
             return False
         return writer.healthy
 
+    @property
+    def writes(self) -> int:
+        writer = self._writer
+        return 0 if writer is None else writer.writes
+
+    async def release_memory(self) -> None:
+        """Empty the page caches of the write connection and the loop's read connection (``PRAGMA
+        shrink_memory``): each keeps up to its ``cache_size`` of pages for as long as it lives, and
+        after a burst that is most of what the process grew by. The next reads come from the OS's
+        page cache. The pool's read connections (256 KiB each) belong to their threads: left as they are."""
+        if self._writer is None:
+            return
+        try:
+            await self._write(_shrink_memory)
+        except StoreUnavailable:
+            return
+        if self._loop_read is not None:
+            _shrink_memory(self._loop_read)
+
     # --- extension points --------------------------------------------------------------------------
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -546,6 +565,10 @@ class SqliteStore:
             if n_events < batch and n_requests < batch:
                 break
         return runs, events
+
+
+def _shrink_memory(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA shrink_memory")
 
 
 def _select_one(conn: sqlite3.Connection) -> None:

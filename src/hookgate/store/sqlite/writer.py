@@ -135,6 +135,7 @@ class Writer:
         self.healthy = True  # False after a failed commit, until a commit that wrote succeeds
         self.failed_at = 0.0  # time.monotonic() of the last failed commit
         self.commits = 0  # groups committed (tests and benchmarks read it)
+        self.writes = 0  # groups committed that changed a row (an idle worker's polls change none)
         # Bumped by every BEGIN and every savepoint rolled back: what an operation learned of the
         # database holds only while it is unchanged (``total_changes`` does not go down on a rollback).
         self.txn = 0
@@ -285,6 +286,7 @@ class Writer:
         self.commits += 1
         if self._conn.total_changes != changes_before:
             self.healthy = True
+            self.writes += 1
         if self._metrics is not None and self._commit_hist is not None:
             self._commit_hist.observe(time.perf_counter() - started)
             self._metrics.store_group_size.observe(len(batch))
