@@ -36,7 +36,7 @@ LOG_FLUSH_SECONDS = 0.1
 GIL_SWITCH_INTERVAL = 0.0002
 GC_YOUNG_THRESHOLD = 7000
 CONFIG_WATCH_SECONDS = 2.0
-QUIET_RELEASE_SECONDS = 1.0  # a request- and commit-free spell this long after a burst releases memory
+QUIET_RELEASE_SECONDS = 1.0  # a spell this long without a request or a write, after a burst, releases memory
 
 
 _malloc_trim: Any = None

@@ -10,6 +10,7 @@ transaction). Later features add methods the same way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import sqlite3
@@ -244,7 +245,8 @@ class SqliteStore:
         except StoreUnavailable:
             return
         if self._loop_read is not None:
-            _shrink_memory(self._loop_read)
+            with contextlib.suppress(sqlite3.Error):
+                _shrink_memory(self._loop_read)
 
     # --- extension points --------------------------------------------------------------------------
 
