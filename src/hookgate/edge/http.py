@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
-import http
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.types import Receive, Send
+from uvicorn.protocols.http.httptools_impl import HEADER_VALUE_RE, STATUS_LINE
 
 from hookgate.clock import random_bytes
 
@@ -46,20 +45,6 @@ def json_answer(status: int, payload: Any, *, headers: Headers | None = None, cl
 def error_b(status: int, text: str, **kw: Any) -> Answer:
     """A Surface B error body ``{"ok":false,"error":…}``."""
     return json_answer(status, {"ok": False, "error": text}, **kw)
-
-
-_REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
-_HEADER_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # uvicorn's HEADER_VALUE_RE
-
-
-@functools.lru_cache(maxsize=64)
-def _status_line(status: int) -> bytes:
-    """``HTTP/1.1 <status> <reason>\\r\\n`` with the reason phrase uvicorn writes (none for an unknown code)."""
-    try:
-        phrase = http.HTTPStatus(status).phrase.encode()
-    except ValueError:
-        phrase = b""
-    return b"HTTP/1.1 " + str(status).encode() + b" " + phrase + b"\r\n"
 
 
 def request_id(given: bytes | None) -> str:
@@ -196,7 +181,7 @@ class Responder:
         self._common_block = b"".join(name + b": " + value + b"\r\n" for name, value in common)
         # what uvicorn refuses to write (its check on every header of an ASGI response): a configured
         # value with a control character fails each answer alike on both paths (a 500)
-        self._common_invalid = any(_HEADER_VALUE_BAD.search(value) for _, value in common)
+        self._common_invalid = any(HEADER_VALUE_RE.search(value) for _, value in common)
 
     def encode(self, answer: Answer, rid: str, head: bool, default_headers: Headers, keep_alive: bool) -> bytes:
         """``answer`` as the bytes of an HTTP/1.1 response, the same head uvicorn writes for it through
@@ -204,8 +189,11 @@ class Responder:
         itself. ``Connection: close`` when the answer closes or the connection is not kept alive."""
         if self._common_invalid:
             raise RuntimeError("Invalid HTTP header value.")
+        return self._head_and_body(answer, rid, head, default_headers, not keep_alive)
+
+    def _head_and_body(self, answer: Answer, rid: str, head: bool, default_headers: Headers, close: bool) -> bytes:
         status = answer.status
-        parts = [_status_line(status)]
+        parts = [STATUS_LINE[status]]
         for name, value in default_headers:
             parts += (name, b": ", value, b"\r\n")
         parts += (self._common_block, b"x-request-id: ", rid.encode("latin-1"), b"\r\n")
@@ -217,7 +205,7 @@ class Responder:
             parts.append(b"content-length: 0\r\n")
         for name, value in answer.headers:
             parts += (name, b": ", value, b"\r\n")
-        if answer.close or not keep_alive:
+        if answer.close or close:
             parts.append(b"connection: close\r\n")
         parts.append(b"\r\n")
         if body and not head:
@@ -227,12 +215,7 @@ class Responder:
     def closing_bytes(self, answer: Answer, rid: str) -> bytes:
         """``answer`` as a complete HTTP/1.1 response that closes the connection, for the protocol to
         write itself when there is no request to answer through ASGI (a request it could not parse)."""
-        body = answer.body or b""
-        lines = [f"HTTP/1.1 {answer.status} {_REASONS.get(answer.status, '')}".encode("latin-1")]
-        lines += [name + b": " + value for name, value in self.common]
-        lines += [b"x-request-id: " + rid.encode("latin-1"), b"content-type: " + answer.content_type,
-                  b"content-length: " + str(len(body)).encode(), b"connection: close"]
-        return b"\r\n".join(lines) + b"\r\n\r\n" + body
+        return self._head_and_body(answer, rid, False, [], True)
 
     async def send(self, send: Send, answer: Answer, rid: str, head: bool) -> None:
         headers = list(self.common)

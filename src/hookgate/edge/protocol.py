@@ -30,7 +30,7 @@ from typing import Any
 
 import httptools
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 
 class PassTransport:
@@ -171,7 +171,6 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _method_start = b""  # a request's first bytes, all method so far: held until its space arrives
     _serve_read: Callable[[Exchange], Awaitable[None]] | None = None  # the app's entry for whole requests
     _reading: Exchange | None = None  # a request whose head is parsed and whose body is being read
-    _before: Any = None  # the cycle before ``_reading`` (None or answered): restored if it goes to ASGI
     _idle_since: float | None = None  # loop time the last response completed, while no request follows
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -210,7 +209,6 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             method = self._other_method or parser.get_method().decode("ascii")
             self._other_method = None
             keep_alive = parser.get_http_version() != "1.0" and parser.should_keep_alive()
-            self._before = self.cycle
             self._reading = Exchange(self, method, url.path, url.query or b"", self.headers, keep_alive)
             self.cycle = self._reading  # type: ignore[assignment]  # it has what the protocol reads of a cycle
             return
@@ -233,7 +231,9 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         reading = self._reading
         assert reading is not None
         self._reading = None
-        self.cycle, self._before = self._before, None
+        # it stood for the request being read; the one before it, if any, is answered (uvicorn types
+        # ``cycle`` as never None, yet starts with None)
+        self.cycle = None  # type: ignore[assignment]
         if reading.method != self.parser.get_method().decode("ascii"):
             self._other_method = reading.method
         self._asgi_headers_complete()
@@ -271,7 +271,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         except BaseException as exc:
             logging.getLogger("uvicorn.error").error("Exception in ASGI application\n", exc_info=exc)
             if not exchange.response_complete:
-                head = [b"HTTP/1.1 500 Internal Server Error\r\n"]
+                head = [STATUS_LINE[500]]
                 head += [name + b": " + value + b"\r\n" for name, value in exchange.default_headers]
                 exchange.respond(b"".join(head) + _SERVER_ERROR, True)
 
@@ -280,7 +280,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             return
         reading = self._reading
         if reading is not None:
-            self._reading = self._before = None
+            self._reading = None
             if reading.pieces is not None:
                 reading.body, reading.pieces = bytes(reading.pieces), None
             self._serve(reading)
