@@ -66,4 +66,5 @@ if __name__ == "__main__":
         sys.exit(0)
     http = "httptools" if "--stock" in sys.argv[2:] else HookgateHttpProtocol
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), loop="uvloop", http=http,  # type: ignore[arg-type]
-                lifespan="off", access_log=False, log_level="warning", server_header=False)
+                lifespan="off", access_log=False, log_level="warning", server_header=False,
+                proxy_headers=False)  # as `hookgate serve` runs it (uvicorn's default wraps the app in a middleware)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import socket
 import threading
 import time
@@ -234,3 +235,47 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_timeout() -> None:
         finally:
             busy.close()
             idle.close()
+
+
+class _Failing(_TwoEntries):
+    """``serve_read`` raises: at once (``boom``), after a wait (``late``), or after it answered (``after``)."""
+
+    async def serve_read(self, exchange: Any) -> None:
+        if exchange.body not in (b"boom", b"late", b"after"):
+            await super().serve_read(exchange)
+            return
+        if exchange.body == b"late":
+            await asyncio.sleep(0.05)
+        if exchange.body == b"after":
+            exchange.respond(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", False)
+        raise RuntimeError("the app failed")
+
+
+def test_an_exception_out_of_the_whole_request_entry_gets_a_plain_500_and_is_logged(
+        caplog: Any) -> None:
+    """As uvicorn does for an ASGI app: logged, a plain-text 500 when nothing was written, the
+    connection closed; an answer already written stands and the connection stays usable."""
+    errors = logging.getLogger("uvicorn.error")  # uvicorn's logging config keeps it from the root logger
+    with _server(_Failing()) as port:
+        errors.addHandler(caplog.handler)
+        for body in (b"boom", b"late"):
+            head, data = _post(body)
+            received, closed = raw_request(port, head + data, read_timeout=5)
+            assert closed
+            status, headers, payload = split_response(received)
+            assert status == b"HTTP/1.1 500 Internal Server Error"
+            assert headers[b"content-type"] == b"text/plain; charset=utf-8" and headers[b"connection"] == b"close"
+            assert payload == b"Internal Server Error"
+        head, data = _post(b"after")
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            sock.sendall(head + data)
+            assert sock.recv(65536) == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert sock.recv(65536).endswith(b"\r\n\r\nok")
+        finally:
+            sock.close()
+            errors.removeHandler(caplog.handler)
+    failures = [r for r in caplog.records if r.getMessage().startswith("Exception in ASGI application")]
+    assert len(failures) == 3
+    assert all(isinstance(r.exc_info[1], RuntimeError) for r in failures if r.exc_info)

@@ -9,7 +9,8 @@ inter-processor interrupt) cost the writing thread ~20 µs of system time.
 Here a connection's writes are held until the end of the event loop's current pass: one
 ``send(2)`` per connection and pass, and the responses a commit group completed leave back to back.
 Nothing waits longer than the rest of the pass it was written in. Closing a connection sends what
-it holds first.
+it holds first. A response the gateway hands over whole, as bytes (below), has nothing to be joined
+with: it is sent at once (``write_now``), without a callback scheduled for it.
 
 A request whose head and body arrive in one read (a webhook's small JSON POST, nearly every request)
 is handed to the gateway whole (``Gateway.serve_read``) instead of through uvicorn's ASGI cycle (a
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httptools
@@ -48,6 +49,16 @@ class PassTransport:
         if not held:
             self._loop.call_soon(self.send_held)
         held.append(data)
+
+    def write_now(self, data: bytes) -> None:
+        """Send ``data`` at once, after anything held (a whole response: nothing to join it with)."""
+        if self._held:
+            self.write(data)
+        elif not self._transport.is_closing():
+            self._transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
@@ -127,6 +138,19 @@ class Exchange:
         self.response_complete = False
         self.message_event = _NO_EVENT
 
+    def served(self, task: asyncio.Task[None]) -> None:
+        """The app's task ended. As uvicorn's ``run_asgi``: whatever escaped the app is logged, and
+        answered with a plain 500 when nothing was written yet."""
+        self.protocol.tasks.discard(task)
+        exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
+        if exc is None:
+            return
+        logging.getLogger("uvicorn.error").error("Exception in ASGI application\n", exc_info=exc)
+        if not self.response_complete:
+            head = [STATUS_LINE[500]]
+            head += [name + b": " + value + b"\r\n" for name, value in self.default_headers]
+            self.respond(b"".join(head) + _SERVER_ERROR, True)
+
     def respond(self, data: bytes | None, close: bool) -> None:
         """Write the response (``None``: none) and close the connection or go on to the next request."""
         if self.response_complete:
@@ -135,9 +159,9 @@ class Exchange:
         if self.disconnected:
             return
         protocol = self.protocol
-        transport = protocol.transport
+        transport: PassTransport = protocol.transport  # type: ignore[assignment]  # see connection_made
         if data is not None:
-            transport.write(data)
+            transport.write_now(data)
         if close or data is None:
             transport.close()
         protocol.on_response_complete()
@@ -169,7 +193,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _other_method: str | None = None  # a method llhttp does not parse, read as PATCH
     _upgrade_ignored = False  # llhttp ended this head as an upgrade: it is parsed again without one
     _method_start = b""  # a request's first bytes, all method so far: held until its space arrives
-    _serve_read: Callable[[Exchange], Awaitable[None]] | None = None  # the app's entry for whole requests
+    _serve_read: Callable[[Exchange], Coroutine[Any, Any, None]] | None = None  # the app's entry for whole requests
     _reading: Exchange | None = None  # a request whose head is parsed and whose body is being read
     _idle_since: float | None = None  # loop time the last response completed, while no request follows
 
@@ -259,21 +283,9 @@ class HookgateHttpProtocol(HttpToolsProtocol):
 
     def _serve(self, exchange: Exchange) -> None:
         assert self._serve_read is not None
-        task = self.loop.create_task(self._run(self._serve_read, exchange))
-        task.add_done_callback(self.tasks.discard)
+        task = self.loop.create_task(self._serve_read(exchange))
+        task.add_done_callback(exchange.served)
         self.tasks.add(task)
-
-    async def _run(self, serve: Callable[[Exchange], Awaitable[None]], exchange: Exchange) -> None:
-        """As uvicorn's ``run_asgi``: whatever escapes the app is logged, and answered with a plain 500
-        when nothing was written yet."""
-        try:
-            await serve(exchange)
-        except BaseException as exc:
-            logging.getLogger("uvicorn.error").error("Exception in ASGI application\n", exc_info=exc)
-            if not exchange.response_complete:
-                head = [STATUS_LINE[500]]
-                head += [name + b": " + value + b"\r\n" for name, value in exchange.default_headers]
-                exchange.respond(b"".join(head) + _SERVER_ERROR, True)
 
     def on_message_complete(self) -> None:
         if self._upgrade_ignored:  # llhttp skipped the body: the message is not complete
