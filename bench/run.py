@@ -384,6 +384,7 @@ def webhooks_suite(args: argparse.Namespace, work: Path, results: list[Result], 
     # create_flow and the mutation pair on a fresh database; RSS is watched as flows accumulate
     db = work / "flows.db"
     pair_ids = seed_flows(db, 20_000)
+    os.sync()  # the seeding's writeback is set-up, not the workload (as for get_flow below)
     with Gateway(work, db, args.durability) as gw:
         time.sleep(0.5)
         before = gw.rss()
