@@ -313,8 +313,9 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self._idle_since = self.loop.time()
 
     def _unset_keepalive_if_required(self) -> None:
+        # uvicorn's cancels the keep-alive timer its ``on_response_complete`` arms; the override above
+        # arms none (the sweep reads ``_idle_since``), so there is nothing to cancel
         self._idle_since = None
-        super()._unset_keepalive_if_required()
 
     def data_received(self, data: bytes) -> None:
         # an ignored upgrade hands back its head, rebuilt, and the rest of the read: a loop, not
