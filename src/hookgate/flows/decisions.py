@@ -8,7 +8,8 @@ decision says (in the same transaction, ``update_flow_if_revision`` for flows) a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from hookgate.flows.model import FLOW_TERMINAL, MANAGED, TASK_ACTIVE, TASK_TERMINAL, Flow, Task
 from hookgate.flows.results import (
@@ -49,23 +50,20 @@ from hookgate.flows.rules import (
 from hookgate.webhooks.schema import CreateFlow, FlowMutation, RunTask, UpdateTask
 
 
-@dataclass(frozen=True, slots=True)
-class FlowDecision:
+class FlowDecision(msgspec.Struct, frozen=True):
     """An answer and the flow to write (``None``: nothing changes)."""
 
     outcome: Outcome
     flow: Flow | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CancelDecision:
+class CancelDecision(msgspec.Struct, frozen=True):
     outcome: Outcome
     flow: Flow | None = None  # the flow to write (revision already bumped once or twice)
     tasks: tuple[TaskChange, ...] = ()  # executed tasks cancelled: write them, abort their runs
 
 
-@dataclass(frozen=True, slots=True)
-class RunTaskDecision:
+class RunTaskDecision(msgspec.Struct, frozen=True):
     outcome: Outcome
     task: TaskChange | None = None  # the task to write (new or reused) and its notifications
     created: bool = False  # a new task (False with ``task`` set: an idempotent retry)
@@ -73,8 +71,7 @@ class RunTaskDecision:
     record_child_session: bool = False  # record ``childSessionKey`` as a child of the route session
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateTaskDecision:
+class UpdateTaskDecision(msgspec.Struct, frozen=True):
     outcome: Outcome
     task: TaskChange | None = None
     flow: Flow | None = None  # set only when the settle rule fired

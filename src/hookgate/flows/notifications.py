@@ -8,7 +8,6 @@ resulting ``deliveryStatus`` and ``notifiedStates``; ``with_notifications`` appl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final, Literal
 
 import msgspec
@@ -42,8 +41,7 @@ TERMINAL_VERBS: Final[dict[str, str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(msgspec.Struct, frozen=True):
     """One system event to queue on the task's notification session."""
 
     kind: NotificationKind
@@ -60,8 +58,7 @@ class Notification:
         return f"task:{self.task_id}" if self.kind == "terminal" else None
 
 
-@dataclass(frozen=True, slots=True)
-class NotificationPlan:
+class NotificationPlan(msgspec.Struct, frozen=True):
     notifications: tuple[Notification, ...]
     delivery_status: str
     notified_states: tuple[str, ...]

@@ -8,15 +8,15 @@ fsynced before the caller resumes); ``Store.flow_read(fn)`` runs it on a read sn
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from hookgate.flows.model import Flow, Task
 from hookgate.store.base import NewRun
 
 
-@dataclass(frozen=True, slots=True)
-class StoredResponse:
+class StoredResponse(msgspec.Struct, frozen=True):
     """A Surface A response kept for ``Idempotency-Key`` replay (webhooks.md §3.5)."""
 
     body_sha256: str

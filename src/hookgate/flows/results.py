@@ -7,8 +7,9 @@ An ``Outcome`` is what a decided action answers: HTTP status, envelope ``code``/
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, Final
+
+import msgspec
 
 from hookgate.flows.model import Flow, Task
 from hookgate.flows.rules import (
@@ -41,12 +42,11 @@ CODES: Final[dict[str, tuple[int, tuple[str, ...]]]] = {
 """webhooks.md §8: code → (HTTP status, error texts; several where actions differ)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """A decided action's answer. ``code`` is ``None`` for 200; ``error`` is ``None`` for 2xx."""
 
     status: int
-    result: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] = msgspec.field(default_factory=dict)
     code: str | None = None
     error: str | None = None
 

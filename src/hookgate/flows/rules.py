@@ -7,7 +7,6 @@ nothing is read or written. Callers check ownership, revisions and refusals firs
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import msgspec
@@ -56,16 +55,14 @@ LOST_RUN_ERROR: Final = "run interrupted; retry limit reached"
 LINEAGE_MAX_STEPS: Final = 32
 
 
-@dataclass(frozen=True, slots=True)
-class Retention:
+class Retention(msgspec.Struct, frozen=True):
     """``storage.retention`` days used for ``cleanupAfter`` (model.md §2.5)."""
 
     task_days: float = 7
     lost_task_days: float = 1
 
 
-@dataclass(frozen=True, slots=True)
-class TaskChange:
+class TaskChange(msgspec.Struct, frozen=True):
     """A task after a transition, with the notifications the transition queues."""
 
     task: Task
@@ -466,8 +463,7 @@ def apply_run_ended(task: Task, end: RunEnd, text: str | None, now: int, retenti
 # run_task refusals and the child-session guard
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(msgspec.Struct, frozen=True):
     """A ``run_task`` that creates nothing: HTTP status, code, result ``reason`` and envelope ``error``."""
 
     status: int

@@ -7,8 +7,9 @@ shared policy and dispatch steps in ``hooks.policy`` and ``hooks.dispatch``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from hookgate.config.names import CHANNEL_ALIASES
 from hookgate.errors import RequestError
@@ -23,14 +24,12 @@ MODEL_REQUIRED = "model required"
 
 
 
-@dataclass(frozen=True, slots=True)
-class WakeAction:
+class WakeAction(msgspec.Struct, frozen=True):
     text: str
     mode: WakeMode
 
 
-@dataclass(frozen=True, slots=True)
-class AgentAction:
+class AgentAction(msgspec.Struct, frozen=True):
     message: str
     name: str = "Hook"
     agent_id: str | None = None  # as given (trimmed), before normalisation

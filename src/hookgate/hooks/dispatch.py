@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from hookgate.clock import Clock, new_id
 from hookgate.config.settings import Settings
@@ -23,15 +24,13 @@ from hookgate.store.base import IdempotencyClaim, NewRun, Store
 ExternalSource = Literal["webhook", "gmail"]
 
 
-@dataclass(frozen=True, slots=True)
-class WakeOutcome:
+class WakeOutcome(msgspec.Struct, frozen=True):
     mode: str
     outcome: str  # queued | coalesced
     dropped: int
 
 
-@dataclass(frozen=True, slots=True)
-class AgentOutcome:
+class AgentOutcome(msgspec.Struct, frozen=True):
     run_id: str
     replayed: bool
     agent_id: str
@@ -53,8 +52,7 @@ async def dispatch_wake(action: WakeAction, settings: Settings, store: Store, cl
     return WakeOutcome(mode=action.mode, outcome=outcome, dropped=result.dropped)
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedRun:
+class PreparedRun(msgspec.Struct, frozen=True):
     """An agent action after policy: everything needed to commit it (or to show it in `hooks test`)."""
 
     action: AgentAction

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 import msgspec
 
@@ -19,8 +18,7 @@ SESSION_KEY_DISABLED = (
 AGENT_NOT_ALLOWED = "agentId is not allowed by hooks.allowedAgentIds"
 
 
-@dataclass(frozen=True, slots=True)
-class AgentTarget:
+class AgentTarget(msgspec.Struct, frozen=True):
     effective: str  # the agent that runs
     explicit: bool  # the request named a known agent
 

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+import msgspec
+
 from hookgate.errors import HookgateError
 
 if TYPE_CHECKING:
@@ -89,8 +91,7 @@ class DeliveryJob:
     run_inputs: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class IdempotencyClaim:
+class IdempotencyClaim(msgspec.Struct, frozen=True):
     """A durable hook idempotency record to write with a run (hooks.md §5.4)."""
 
     record_key: str
@@ -100,16 +101,14 @@ class IdempotencyClaim:
 # --- results ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class WakeResult:
+class WakeResult(msgspec.Struct, frozen=True):
     """Outcome of appending a system event: ``dropped`` counts pending events pushed out of the queue."""
 
     outcome: Literal["queued", "coalesced", "empty"]
     dropped: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class EnqueueResult:
+class EnqueueResult(msgspec.Struct, frozen=True):
     """``replayed`` is true when a live idempotency record answered with its original run id."""
 
     run_id: str

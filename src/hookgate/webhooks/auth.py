@@ -9,7 +9,8 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from hookgate.config.settings import RouteAuthSettings
 from hookgate.signing import standard_webhooks_key
@@ -57,8 +58,7 @@ def _prefixed(header: str | None, prefix: str | None) -> str | None:
     return value or None
 
 
-@dataclass(frozen=True, slots=True)
-class PendingSignature:
+class PendingSignature(msgspec.Struct, frozen=True):
     """What the header phase found for a signature mode, checked against the raw body later."""
 
     signature: str  # hmac-sha256: hex; standard-webhooks: the raw webhook-signature header

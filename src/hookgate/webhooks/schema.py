@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
+import msgspec
+
 from hookgate.errors import RequestError
 
 
@@ -117,8 +119,7 @@ class SchemaError(RequestError):
 # Action objects
 
 
-@dataclass(frozen=True, slots=True)
-class CreateFlow:
+class CreateFlow(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "create_flow"
     goal: str
     controller_id: str | None = None  # None → the route's controllerId
@@ -129,36 +130,30 @@ class CreateFlow:
     wait_json: Json = UNSET
 
 
-@dataclass(frozen=True, slots=True)
-class GetFlow:
+class GetFlow(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "get_flow"
     flow_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class ListFlows:
+class ListFlows(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "list_flows"
 
 
-@dataclass(frozen=True, slots=True)
-class FindLatestFlow:
+class FindLatestFlow(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "find_latest_flow"
 
 
-@dataclass(frozen=True, slots=True)
-class ResolveFlow:
+class ResolveFlow(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "resolve_flow"
     token: str
 
 
-@dataclass(frozen=True, slots=True)
-class GetTaskSummary:
+class GetTaskSummary(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "get_task_summary"
     flow_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class SetWaiting:
+class SetWaiting(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "set_waiting"
     flow_id: str
     expected_revision: int
@@ -169,8 +164,7 @@ class SetWaiting:
     blocked_summary: NStr = UNSET
 
 
-@dataclass(frozen=True, slots=True)
-class ResumeFlow:
+class ResumeFlow(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "resume_flow"
     flow_id: str
     expected_revision: int
@@ -179,16 +173,14 @@ class ResumeFlow:
     state_json: Json = UNSET
 
 
-@dataclass(frozen=True, slots=True)
-class FinishFlow:
+class FinishFlow(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "finish_flow"
     flow_id: str
     expected_revision: int
     state_json: Json = UNSET
 
 
-@dataclass(frozen=True, slots=True)
-class FailFlow:
+class FailFlow(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "fail_flow"
     flow_id: str
     expected_revision: int
@@ -197,21 +189,18 @@ class FailFlow:
     blocked_summary: NStr = UNSET
 
 
-@dataclass(frozen=True, slots=True)
-class RequestCancel:
+class RequestCancel(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "request_cancel"
     flow_id: str
     expected_revision: int
 
 
-@dataclass(frozen=True, slots=True)
-class CancelFlow:
+class CancelFlow(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "cancel_flow"
     flow_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class RunTask:
+class RunTask(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "run_task"
     flow_id: str
     runtime: str
@@ -230,20 +219,17 @@ class RunTask:
     progress_summary: NStr = UNSET
 
 
-@dataclass(frozen=True, slots=True)
-class GetTask:
+class GetTask(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "get_task"
     task_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class ListTasks:
+class ListTasks(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "list_tasks"
     flow_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateTask:
+class UpdateTask(msgspec.Struct, frozen=True):
     action: ClassVar[str] = "update_task"
     task_id: str
     status: str | None = None  # None → no status change

@@ -8,7 +8,6 @@ writes what the decision says, queues the task notifications, and — for mutati
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -28,8 +27,7 @@ _encode = msgspec.json.Encoder().encode
 HOUR_MS = 3_600_000
 
 
-@dataclass(frozen=True, slots=True)
-class ActionResult:
+class ActionResult(msgspec.Struct, frozen=True):
     status: int
     body: bytes
     code: str  # ok, cancel_pending or the error code (metrics, logs)
