@@ -280,7 +280,7 @@ def lua_mutation_pair(path: Path, ids: list[str], threads: int) -> Path:
     mutation has long completed when its turn comes again. wrk calls ``request()`` once more on
     its first thread before the run, to check the script (``script_verify_request``), and never
     sends that request: the first call on that thread counts no revision (it used to leave one
-    flow a revision ahead, a 409 at every later visit: 4 – 7 per run)."""
+    flow a revision ahead, a 409 at every later visit: 1 – 7 per run)."""
     hdr = "{" + ", ".join(f'["{k}"] = "{v}"' for k, v in ROUTE_HEADERS.items()) + "}"
     per = len(ids) // threads
     path.write_text(lua_ids(ids) + f"""

@@ -81,7 +81,7 @@ class PassTransport:
         self.send_held()
         self._transport.write_eof()
 
-    def __getattr__(self, name: str) -> Any:  # is_closing, abort, get_extra_info, pause_reading, …
+    def __getattr__(self, name: str) -> Any:  # abort, get_extra_info, pause_reading, …
         return getattr(self._transport, name)
 
 
