@@ -135,8 +135,9 @@ _CRASHER = textwrap.dedent("""
 
     logging.configure()  # log lines (event.dropped: each writer passes the queue cap) go to stderr, as in serve
 
-    async def main(path, durability):
-        store = SqliteStore(path, durability=durability)
+    async def main(path, durability, checkpoint):
+        store = SqliteStore(path, durability=durability, checkpoint=checkpoint)
+        last = 300 if checkpoint == "commit" else 1500  # background: several WAL laps before the kill
         await store.open("serve")
         async def writer(i):
             n = 0
@@ -146,17 +147,18 @@ _CRASHER = textwrap.dedent("""
                 await store.queue_system_event(session_key=f"agent:a{i}:main", agent_id=f"a{i}",
                                                text=text, now_ms=n, wake_reason=None)
                 os.write(1, (text + "\\n").encode())  # acknowledged: committed before this line
-                if i == 0 and n == 300:
+                if i == 0 and n == last:
                     os.kill(os.getpid(), signal.SIGKILL)
         await asyncio.gather(*(writer(i) for i in range(16)))
 
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
 """)
 
 
-@pytest.mark.parametrize("durability", ["full", "normal"])
+@pytest.mark.parametrize(("durability", "checkpoint"),
+                         [("full", "commit"), ("normal", "commit"), ("full", "background")])
 async def test_acknowledged_writes_survive_sigkill(
-    tmp_path: Path, make_store: StoreFactory, durability: str
+    tmp_path: Path, make_store: StoreFactory, durability: str, checkpoint: str
 ) -> None:
     path = tmp_path / "crash.db"
     proc = await asyncio.create_subprocess_exec(
@@ -165,6 +167,7 @@ async def test_acknowledged_writes_survive_sigkill(
         _CRASHER,
         str(path),
         durability,
+        checkpoint,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3] / "src")},
