@@ -171,15 +171,12 @@ TRANSFORM = """def transform(ctx):
 """
 
 
-STORAGE_EXTRA: dict[str, Any] = {}  # storage.sqlite keys from the command line (--checkpoint)
-
-
 def gateway_config(work: Path, db: Path, durability: str, channels: dict[str, Any] | None = None) -> Path:
     transforms = work / "hooks" / "transforms"
     transforms.mkdir(parents=True, exist_ok=True)
     (transforms / "bench.py").write_text(TRANSFORM)
     cfg = {
-        "storage": {"sqlite": {"path": str(db), "durability": durability, **STORAGE_EXTRA}},
+        "storage": {"sqlite": {"path": str(db), "durability": durability}},
         "hooks": {"enabled": True, "token": TOKEN, "mappings": MAPPINGS},
         "channels": channels or {"console": {}},
         "plugins": {"entries": {"webhooks": {"config": {
@@ -444,14 +441,11 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--durability", default="full", choices=["full", "normal"])
-    ap.add_argument("--checkpoint", default="commit", choices=["commit", "background"],
-                    help="storage.sqlite.checkpoint of every gateway measured")
     ap.add_argument("--only", choices=["hooks", "webhooks", "runs", "deliveries"], help="run one suite")
     ap.add_argument("--no-worker", action="store_true",
                     help="hooks suite: measure ingest alone (serve --no-worker: runs and heartbeats stay queued)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args()
-    STORAGE_EXTRA["checkpoint"] = args.checkpoint
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install wrk", file=sys.stderr)
         return 2

@@ -149,7 +149,6 @@ def _storage(
         durability=sqlite["durability"],
         group_commit_ms=float(sqlite["groupCommitMs"]),
         busy_timeout_ms=sqlite["busyTimeoutMs"],
-        checkpoint=sqlite["checkpoint"],
         postgres_dsn=resolved["postgres.dsn"],
         postgres_pool_size=postgres["poolSize"],
         postgres_schema=postgres["schema"],

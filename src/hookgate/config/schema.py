@@ -64,7 +64,6 @@ STORAGE = Obj(
                     "durability": F(Enum(("full", "normal")), "full"),
                     "groupCommitMs": F(Num(0, 1000), 2),
                     "busyTimeoutMs": F(Int(0, 600_000), 5000),
-                    "checkpoint": F(Enum(("commit", "background")), "commit"),
                 }
             ),
             fill=True,

@@ -64,7 +64,6 @@ class StorageSettings:
     durability: Literal["full", "normal"] = "full"
     group_commit_ms: float = 2.0
     busy_timeout_ms: int = 5000
-    checkpoint: Literal["commit", "background"] = "commit"
     postgres_dsn: str | None = field(default=None, repr=False)
     postgres_pool_size: int = 10
     postgres_schema: str = "hookgate"

@@ -47,7 +47,6 @@ def open_store(
             durability=settings.durability,
             group_commit_ms=settings.group_commit_ms,
             busy_timeout_ms=settings.busy_timeout_ms,
-            checkpoint=settings.checkpoint,
             metrics=metrics,
             clock=clock,
         )

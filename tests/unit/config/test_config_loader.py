@@ -287,11 +287,6 @@ def test_storage_settings(kit: Kit, tmp_path: Path) -> None:
     s = kit.load({"storage": {"sqlite": {"path": "../data/hg.db", "durability": "normal"}}}, directory=sub)
     assert s.storage.sqlite_path == str(tmp_path / "data" / "hg.db")
     assert s.storage.durability == "normal"
-    assert s.storage.checkpoint == "commit"  # SQLite's own, inside the commit that passes the threshold
-    assert kit.load({"storage": {"sqlite": {"checkpoint": "background"}}}).storage.checkpoint == "background"
-    assert kit.errors({"storage": {"sqlite": {"checkpoint": "lazy"}}}) == [
-        'storage.sqlite.checkpoint: expected one of "commit", "background", got "lazy"'
-    ]
     assert kit.errors({"storage": {"backend": "postgres"}}) == [
         'storage.postgres.dsn: required when storage.backend is "postgres"'
     ]

@@ -42,7 +42,6 @@ from hookgate.store.base import (
     StoreRole,
     WakeResult,
 )
-from hookgate.store.sqlite.checkpoint import Checkpointer
 from hookgate.store.sqlite.flows import FQ, SqliteFlowTx
 from hookgate.store.sqlite.schema import Q, migrate, start_transcript
 from hookgate.store.sqlite.writer import Writer
@@ -90,7 +89,6 @@ class SqliteStore:
         durability: str = "full",
         group_commit_ms: float = 2.0,
         busy_timeout_ms: int = 5000,
-        checkpoint: str = "commit",
         metrics: Metrics | None = None,
         clock: Clock | None = None,
         ids: Callable[[], str] = new_id,
@@ -98,13 +96,10 @@ class SqliteStore:
     ) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
-        if checkpoint not in ("commit", "background"):
-            raise ValueError(f"checkpoint must be 'commit' or 'background', not {checkpoint!r}")
         self.path = Path(path)
         self.durability = durability
         self._group_commit_ms = group_commit_ms
         self._busy_timeout_ms = busy_timeout_ms
-        self._background_checkpoint = checkpoint == "background"
         self._metrics = metrics
         self._clock: Clock = clock or SystemClock()
         self._ids = ids
@@ -116,7 +111,6 @@ class SqliteStore:
         self._loop_read: sqlite3.Connection | None = None
         self._read_lock = threading.Lock()
         self._lock_fd: int | None = None
-        self._checkpointer: Checkpointer | None = None  # ``serve`` only: see ``checkpoint``
         # Session keys known to be committed: the hot paths skip the existence check for them.
         self._known_sessions: set[str] = set()
         self._drop_log: dict[str, tuple[float, int]] = {}  # session → (last event.dropped line, drops since)
@@ -140,16 +134,8 @@ class SqliteStore:
         if self._writer is not None:
             raise RuntimeError("store is already open")
         conn = await asyncio.to_thread(self._open_sync, role)
-        if role == "serve" and self._background_checkpoint:
-            try:
-                self._checkpointer = Checkpointer(str(self.path))
-            except (sqlite3.Error, OSError) as exc:
-                conn.close()
-                self._release_lock()
-                raise StoreOpenError(f"cannot open database {self.path}: {exc}") from exc
-        poke = self._checkpointer.poke if self._checkpointer is not None else None
         self._writer = Writer(conn, group_commit_ms=self._group_commit_ms, metrics=self._metrics,
-                              busy_timeout_ms=int(self._busy_timeout_ms), on_write=poke)
+                              busy_timeout_ms=int(self._busy_timeout_ms))
         self._writer.start()
         self._readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="hookgate-store-read")
 
@@ -161,6 +147,13 @@ class SqliteStore:
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
+                if role == "cli":
+                    # Checkpoints stay with the serve process's write connection, which checkpoints
+                    # and then restarts the WAL one after the other. A second connection
+                    # checkpointing beside it is what SQLite's WAL-reset race (3.7.0 – 3.51.2;
+                    # sqlite.org/wal.html) needs. A CLI command's connection still checkpoints when
+                    # it closes as the last one (no server running).
+                    conn.execute("PRAGMA wal_autocheckpoint=0")
                 migrate(conn, self._clock.now_ms())
             except BaseException:
                 conn.close()
@@ -222,10 +215,6 @@ class SqliteStore:
         self._loop_read = None
         for conn in conns:
             conn.close()
-        checkpointer, self._checkpointer = self._checkpointer, None
-        if checkpointer is not None:
-            await asyncio.to_thread(checkpointer.stop)
-            checkpointer.close_fd()  # after the last connection: closing it drops the file's POSIX locks
         self._release_lock()
 
     async def ping(self, timeout: float = 1.0) -> bool:

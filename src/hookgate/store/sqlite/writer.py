@@ -117,10 +117,8 @@ class Writer:
         metrics: Metrics | None,
         max_group: int = MAX_GROUP,
         busy_timeout_ms: int = 5000,
-        on_write: Callable[[], None] | None = None,
     ) -> None:
         self._conn = conn
-        self._on_write = on_write  # after each commit that wrote: the background checkpointer's poke
         self._window = max(0.0, group_commit_ms) / 1000.0
         self._max_group = max_group
         self._busy_timeout_s = busy_timeout_ms / 1000.0
@@ -289,8 +287,6 @@ class Writer:
         if self._conn.total_changes != changes_before:
             self.healthy = True
             self.writes += 1
-            if self._on_write is not None:
-                self._on_write()
         if self._metrics is not None and self._commit_hist is not None:
             self._commit_hist.observe(time.perf_counter() - started)
             self._metrics.store_group_size.observe(len(batch))
