@@ -234,11 +234,10 @@ def seed_flows(db: Path, n: int) -> list[str]:
         ids: list[str] = []
 
         def insert(tx: object) -> None:
-            from hookgate.clock import new_id
-
             for i in range(n):
                 action = parse_action({"action": "create_flow", "goal": f"seeded flow {i}", "stateJson": {"i": i}})
-                flow = new_flow(action, flow_id=new_id(), owner_key=ROUTE_SESSION,  # type: ignore[arg-type]
+                flow_id = tx.new_flow_id()  # type: ignore[attr-defined]  # as create_flow makes them
+                flow = new_flow(action, flow_id=flow_id, owner_key=ROUTE_SESSION,  # type: ignore[arg-type]
                                 route_controller_id="webhooks/bench", now=clock.now_ms())
                 tx.insert_flow(flow)  # type: ignore[attr-defined]
                 ids.append(flow.flow_id)

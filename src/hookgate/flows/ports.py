@@ -26,6 +26,10 @@ class StoredResponse(msgspec.Struct, frozen=True):
 
 class FlowTx(Protocol):
     # flows -------------------------------------------------------------------------------------
+    def new_flow_id(self) -> str:
+        """A UUID v4 for the flow this transaction inserts next (``insert_flow``); the store decides
+        how it is made (SQLite: from the new row's sequence number, store/sqlite/flowids.py)."""
+
     def get_flow(self, flow_id: str, owner_key: str) -> Flow | None: ...
 
     def list_flows(self, owner_key: str) -> list[Flow]:

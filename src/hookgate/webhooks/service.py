@@ -102,7 +102,7 @@ class FlowService:
         owner = route.session_key
         if isinstance(action, s.CreateFlow):
             decision = decisions.decide_create_flow(
-                action, flow_id=new_id(), owner_key=owner, route_controller_id=route.controller_id, now=now,
+                action, flow_id=tx.new_flow_id(), owner_key=owner, route_controller_id=route.controller_id, now=now,
                 route_id=route.id,
             )
             assert decision.flow is not None

@@ -10,7 +10,9 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 from storetest import NOW, StoreFactory
 
@@ -422,3 +424,96 @@ def test_a_foreign_keys_off_migration_that_cannot_begin_leaves_foreign_keys_on(t
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     other.close()
     conn.close()
+
+
+def _flow(flow_id: str, owner: str, goal: str) -> Any:
+    from hookgate.flows.rules import new_flow
+    from hookgate.webhooks.schema import parse_action
+
+    action = parse_action({"action": "create_flow", "goal": goal})
+    return new_flow(action, flow_id=flow_id, owner_key=owner, route_controller_id="webhooks/r", now=NOW)  # type: ignore[arg-type]
+
+
+async def test_flows_survive_the_flow_ids_migration_and_keep_their_ids(tmp_path: Path,
+                                                                        make_store: StoreFactory) -> None:
+    """A database at schema 9 keeps every flow through migration 10: old (random) ids are still found
+    and updated, a new flow's seq is past the highest ever used (the newest old flow was deleted),
+    and a new id made from a seq is found by it, also after a restart."""
+    path = tmp_path / "hookgate.db"
+    conn = database_at(path, 9, "agent:main:main")
+    old_ids = [str(uuid.uuid4()) for _ in range(4)]
+    for i, flow_id in enumerate(old_ids):
+        conn.execute("INSERT INTO flows (flow_id, owner_key, sync_mode, revision, status, notify_policy, goal,"
+                     " created_at, updated_at) VALUES (?, 'agent:main:main', 'managed', 0, 'queued', 'done_only',"
+                     " ?, ?, ?)", (flow_id, f"old {i}", NOW + i, NOW + i))
+    conn.execute("DELETE FROM flows WHERE flow_id = ?", (old_ids[-1],))
+    before = conn.execute("SELECT * FROM flows ORDER BY seq").fetchall()
+    conn.close()
+
+    store = await make_store(path=path)
+    after = await store._read(lambda c: c.execute("SELECT * FROM flows ORDER BY seq").fetchall())
+    assert [row[:-1] for row in after] == before  # the same rows; the new last column says "random id"
+    assert {row[-1] for row in after} == {0}
+
+    def read(flow_id: str) -> Any:
+        return store.flow_read(lambda tx: tx.get_flow(flow_id, "agent:main:main"))
+
+    found = await read(old_ids[1])
+    assert found.goal == "old 1" and found.seq == 2
+    assert await read(old_ids[-1]) is None
+    assert await store.flow_read(lambda tx: tx.get_flow(old_ids[0], "agent:main:other")) is None  # owner isolation
+    moved = msgspec.structs.replace(found, revision=1, status="running")
+    assert await store.flow_write(lambda tx: tx.update_flow_if_revision(moved, 0))
+    assert (await read(old_ids[1])).status == "running"
+    assert not await store.flow_write(lambda tx: tx.update_flow_if_revision(moved, 0))  # revision moved on
+
+    def create(tx: Any) -> tuple[str, int]:
+        flow_id = tx.new_flow_id()
+        return flow_id, tx.insert_flow(_flow(flow_id, "agent:main:main", "new"))
+
+    new_id, seq = await store.flow_write(create)
+    assert seq == 5  # 4 was used by the deleted flow
+    assert uuid.UUID(new_id).version == 4 and new_id not in old_ids
+    assert (await read(new_id)).goal == "new"
+    assert await store._read(lambda c: c.execute("SELECT id_from_seq FROM flows WHERE seq = 5").fetchone()) == (1,)
+
+    def duplicate_old_id(tx: Any) -> None:
+        tx.insert_flow(_flow(old_ids[0], "agent:main:main", "again"))
+
+    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE constraint failed"):
+        await store.flow_write(duplicate_old_id)
+    await store.close()
+
+    reopened = await make_store(path=path)
+    assert (await reopened.flow_read(lambda tx: tx.get_flow(new_id, "agent:main:main"))).goal == "new"
+    assert (await reopened.flow_read(lambda tx: tx.admin_get_flow(old_ids[0]))).goal == "old 0"
+
+
+async def test_a_new_flow_is_looked_up_by_its_primary_key(make_store: StoreFactory, tmp_path: Path) -> None:
+    """No index by id is written for a new flow, and its lookup reads the row by seq; an id that this
+    database did not make — random, another database's, or the right one in capitals — finds nothing."""
+    store = await make_store()
+    other = await make_store(path=tmp_path / "other.db")
+
+    def create(tx: Any) -> str:
+        flow_id: str = tx.new_flow_id()
+        tx.insert_flow(_flow(flow_id, "agent:main:main", "g"))
+        return flow_id
+
+    ids = [await store.flow_write(create) for _ in range(3)]
+    foreign = await other.flow_write(create)
+    assert len(set(ids)) == 3 and foreign != ids[0]
+    for flow_id in ids:
+        assert (await store.flow_read(lambda tx, f=flow_id: tx.get_flow(f, "agent:main:main"))).flow_id == flow_id
+    for stranger in (str(uuid.uuid4()), foreign, ids[0].upper()):
+        assert await store.flow_read(lambda tx, s=stranger: tx.get_flow(s, "agent:main:main")) is None
+        assert await store.flow_read(lambda tx, s=stranger: tx.admin_get_flow(s)) is None
+    entries = await store._read(lambda c: c.execute("SELECT count(*) FROM flows WHERE id_from_seq = 0").fetchone()[0])
+    assert entries == 0  # nothing in the partial index flows_random_id
+
+    seq = store.flow_ids.seq_of(ids[1])  # type: ignore[union-attr]
+    from hookgate.store.sqlite.flows import _SELECT_BY_SEQ_OWNED
+
+    plan = await store._read(lambda c: c.execute(
+        f"EXPLAIN QUERY PLAN {_SELECT_BY_SEQ_OWNED}", (seq, ids[1], "agent:main:main")).fetchall())
+    assert any("INTEGER PRIMARY KEY" in row[-1] for row in plan), plan

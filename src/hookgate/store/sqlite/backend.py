@@ -42,6 +42,8 @@ from hookgate.store.base import (
     StoreRole,
     WakeResult,
 )
+from hookgate.store.sqlite.flowids import FlowIds
+from hookgate.store.sqlite.flowids import new_key as new_flow_id_key
 from hookgate.store.sqlite.flows import FQ, SqliteFlowTx
 from hookgate.store.sqlite.schema import Q, migrate, start_transcript
 from hookgate.store.sqlite.writer import Writer
@@ -105,6 +107,7 @@ class SqliteStore:
         self._ids = ids
         self._read_pool_size = read_pool_size
         self._writer: Writer | None = None
+        self.flow_ids: FlowIds | None = None  # set by open(): the key is in the database
         self._readers: ThreadPoolExecutor | None = None
         self._read_local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
@@ -155,6 +158,7 @@ class SqliteStore:
                     # it closes as the last one (no server running).
                     conn.execute("PRAGMA wal_autocheckpoint=0")
                 migrate(conn, self._clock.now_ms())
+                self.flow_ids = FlowIds(_flow_id_key(conn))
             except BaseException:
                 conn.close()
                 raise
@@ -607,3 +611,13 @@ def _run_record(row: tuple[Any, ...]) -> RunRecord:
     values = list(row)
     values[6] = _decode_json(values[6])
     return RunRecord(*values)
+
+
+def _flow_id_key(conn: sqlite3.Connection) -> bytes:
+    """The database's flow id key (``flowids``), drawn and stored on the first open. Read first:
+    a CLI command beside a running server does not take the write lock for it."""
+    row = conn.execute(FQ["flow_id_key"]).fetchone()
+    if row is None:
+        conn.execute(FQ["insert_flow_id_key"], (new_flow_id_key(),))  # OR IGNORE: another process may be first
+        row = conn.execute(FQ["flow_id_key"]).fetchone()
+    return bytes(row[0])

@@ -6,14 +6,16 @@ import operator
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
 from hookgate.flows.model import Flow, Task
 from hookgate.flows.ports import StoredResponse
 from hookgate.runtime.events import prepare_event_text
+from hookgate.errors import StoreUnavailable
 from hookgate.store.base import DeliveryJob, DeliveryRecord, NewRun
+from hookgate.store.sqlite.flowids import FlowIds
 from hookgate.store.sqlite.schema import Q, parse_named_queries, start_transcript
 from hookgate.webhooks.schema import UNSET
 
@@ -79,16 +81,24 @@ def _task_params(task: Task) -> dict[str, Any]:
     return values
 
 
+# A flow whose id another scheme made (flows stored before migration 10, or ids given by a caller):
+# seq from AUTOINCREMENT, found through the partial unique index flows_random_id.
 _INSERT_FLOW = (
     f"INSERT INTO flows ({', '.join(_FLOW_COLUMNS_NO_SEQ)}) "
     f"VALUES ({', '.join('?' for _ in _FLOW_COLUMNS_NO_SEQ)})"
 )
-# ?N is the N-th value of _flow_params; the expected revision follows them
+# A flow whose id ``new_flow_id`` made from its seq (flowids.py): in no index by id.
+_INSERT_FLOW_BY_SEQ = (
+    f"INSERT INTO flows ({', '.join(_FLOW_COLUMNS_NO_SEQ)}, seq, id_from_seq) "
+    f"VALUES ({', '.join('?' for _ in _FLOW_COLUMNS_NO_SEQ)}, ?, 1)"
+)
+# ?N is the N-th value of _flow_params; the flow's seq and the expected revision follow them
 _UPDATE_FLOW = (
     "UPDATE flows SET "
     + ", ".join(f"{n} = ?{i}" for i, n in enumerate(_FLOW_COLUMNS_NO_SEQ, 1) if n != "flow_id")
-    + f" WHERE flow_id = ?{_FLOW_COLUMNS_NO_SEQ.index('flow_id') + 1}"
-    + f" AND revision = ?{len(_FLOW_COLUMNS_NO_SEQ) + 1}"
+    + f" WHERE seq = ?{len(_FLOW_COLUMNS_NO_SEQ) + 1}"
+    + f" AND flow_id = ?{_FLOW_COLUMNS_NO_SEQ.index('flow_id') + 1}"
+    + f" AND revision = ?{len(_FLOW_COLUMNS_NO_SEQ) + 2}"
 )
 _INSERT_TASK = (
     f"INSERT INTO tasks ({', '.join(n for n in _TASK_FIELDS if n != 'seq')}) "
@@ -99,6 +109,11 @@ _UPDATE_TASK = (
     "WHERE task_id = :task_id"
 )
 _SELECT_FLOW = f"SELECT {_FLOW_COLUMNS} FROM flows"
+_SELECT_BY_SEQ_OWNED = f"{_SELECT_FLOW} {FQ['where_flow_seq_owned']}"
+_SELECT_BY_SEQ = f"{_SELECT_FLOW} {FQ['where_flow_seq']}"
+_SELECT_RANDOM_OWNED = f"{_SELECT_FLOW} {FQ['where_flow_random_owned']}"
+_SELECT_RANDOM = f"{_SELECT_FLOW} {FQ['where_flow_random']}"
+_MAX_SEQ = 1 << 63  # SQLite's integers are 64-bit signed: a larger seq is no row
 _SELECT_TASK = f"SELECT {_TASK_COLUMNS} FROM tasks"
 
 
@@ -109,10 +124,39 @@ class SqliteFlowTx:
         self._conn = conn
         self._store = store
         self._events = events  # (outcome, dropped, session) of queued notifications, counted after commit
+        self._allocated: tuple[int, str] | None = None  # (seq, flow_id) of new_flow_id
 
     # flows -------------------------------------------------------------------------------------
+    def new_flow_id(self) -> str:
+        """The id of the next flow this transaction inserts: a keyed permutation of its seq."""
+        seq = int(self._conn.execute(FQ["next_flow_seq"]).fetchone()[0])
+        flow_id = self._ids().id_of(seq)
+        self._allocated = (seq, flow_id)
+        return flow_id
+
+    def _ids(self) -> FlowIds:
+        ids = self._store.flow_ids
+        if ids is None:
+            raise StoreUnavailable("store unavailable")
+        return ids
+
+    def _flow_row(self, flow_id: str, owner_key: str | None) -> tuple[Any, ...] | None:
+        """By seq when the id is one of this scheme's, else through the index of the other ids."""
+        conn = self._conn
+        seq = self._ids().seq_of(flow_id)
+        if seq is not None and seq < _MAX_SEQ:
+            if owner_key is None:
+                row = conn.execute(_SELECT_BY_SEQ, (seq, flow_id)).fetchone()
+            else:
+                row = conn.execute(_SELECT_BY_SEQ_OWNED, (seq, flow_id, owner_key)).fetchone()
+            if row is not None:
+                return cast(tuple[Any, ...], row)
+        if owner_key is None:
+            return cast("tuple[Any, ...] | None", conn.execute(_SELECT_RANDOM, (flow_id,)).fetchone())
+        return cast("tuple[Any, ...] | None", conn.execute(_SELECT_RANDOM_OWNED, (flow_id, owner_key)).fetchone())
+
     def get_flow(self, flow_id: str, owner_key: str) -> Flow | None:
-        row = self._conn.execute(f"{_SELECT_FLOW} {FQ['where_flow_owned']}", (flow_id, owner_key)).fetchone()
+        row = self._flow_row(flow_id, owner_key)
         return None if row is None else _flow_from_row(row)
 
     def list_flows(self, owner_key: str) -> list[Flow]:
@@ -125,10 +169,17 @@ class SqliteFlowTx:
         return None if row is None else _flow_from_row(row)
 
     def insert_flow(self, flow: Flow) -> int:
-        return int(self._conn.execute(_INSERT_FLOW, _flow_params(flow)).lastrowid or 0)
+        params = _flow_params(flow)
+        allocated, self._allocated = self._allocated, None
+        if allocated is not None and allocated[1] == flow.flow_id:
+            params.append(allocated[0])
+            self._conn.execute(_INSERT_FLOW_BY_SEQ, params)
+            return allocated[0]
+        return int(self._conn.execute(_INSERT_FLOW, params).lastrowid or 0)
 
     def update_flow_if_revision(self, flow: Flow, expected_revision: int) -> bool:
         params = _flow_params(flow)
+        params.append(flow.seq)
         params.append(expected_revision)
         return self._conn.execute(_UPDATE_FLOW, params).rowcount == 1
 
@@ -199,7 +250,7 @@ class SqliteFlowTx:
         return [_flow_from_row(r) for r in rows]
 
     def admin_get_flow(self, flow_id: str) -> Flow | None:
-        row = self._conn.execute(f"{_SELECT_FLOW} WHERE flow_id = ?", (flow_id,)).fetchone()
+        row = self._flow_row(flow_id, None)
         return None if row is None else _flow_from_row(row)
 
     # runs, transcripts, heartbeats (runtime.ports.RuntimeTx) -----------------------------------------

@@ -1,9 +1,6 @@
 -- Named fragments and statements of the SQLite FlowTx (store/sqlite/flows.py). Column lists are
 -- generated from the Flow/Task records; the WHERE/ORDER clauses live here.
 
--- name: where_flow_owned
-WHERE flow_id = ? AND owner_key = ?
-
 -- name: where_owner_newest
 WHERE owner_key = ? ORDER BY created_at DESC, seq DESC
 
@@ -248,3 +245,24 @@ FROM deliveries WHERE run_id = ? ORDER BY seq
 
 -- name: delivery_attempts_of
 SELECT at, outcome, http_status, error FROM delivery_attempts WHERE delivery_id = ? ORDER BY id
+
+-- name: flow_id_key
+SELECT key FROM store_keys WHERE name = 'flow_ids'
+
+-- name: insert_flow_id_key
+INSERT OR IGNORE INTO store_keys (name, key) VALUES ('flow_ids', ?)
+
+-- name: next_flow_seq
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'flows'), 0) + 1
+
+-- name: where_flow_seq_owned
+WHERE seq = ? AND flow_id = ? AND owner_key = ?
+
+-- name: where_flow_random_owned
+WHERE flow_id = ? AND id_from_seq = 0 AND owner_key = ?
+
+-- name: where_flow_seq
+WHERE seq = ? AND flow_id = ?
+
+-- name: where_flow_random
+WHERE flow_id = ? AND id_from_seq = 0
