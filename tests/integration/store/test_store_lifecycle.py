@@ -517,3 +517,40 @@ async def test_a_new_flow_is_looked_up_by_its_primary_key(make_store: StoreFacto
     plan = await store._read(lambda c: c.execute(
         f"EXPLAIN QUERY PLAN {_SELECT_BY_SEQ_OWNED}", (seq, ids[1], "agent:main:main")).fetchall())
     assert any("INTEGER PRIMARY KEY" in row[-1] for row in plan), plan
+
+
+async def test_new_flow_ids_in_one_transaction_count_on_and_never_collide(make_store: StoreFactory) -> None:
+    """Several new flows in one write transaction, with a flow of another id scheme among them (its
+    seq comes from AUTOINCREMENT), and a transaction that fails: every stored flow is found by its id,
+    and no seq is used twice, even one whose transaction was rolled back."""
+    store = await make_store()
+
+    def several(tx: Any) -> list[str]:
+        made = []
+        for i in range(3):
+            flow_id = tx.new_flow_id()
+            tx.insert_flow(_flow(flow_id, "agent:main:main", f"a{i}"))
+            made.append(flow_id)
+        random_id = str(uuid.uuid4())
+        tx.insert_flow(_flow(random_id, "agent:main:main", "random"))
+        made.append(random_id)
+        flow_id = tx.new_flow_id()
+        tx.insert_flow(_flow(flow_id, "agent:main:main", "after"))
+        return [*made, flow_id]
+
+    def failing(tx: Any) -> None:
+        flow_id = tx.new_flow_id()
+        tx.insert_flow(_flow(flow_id, "agent:main:main", "lost"))
+        raise RuntimeError("after the insert")
+
+    first, again = await asyncio.gather(store.flow_write(several), store.flow_write(several))
+    with pytest.raises(RuntimeError):
+        await store.flow_write(failing)
+    last = await store.flow_write(several)
+    made = first + again + last
+    assert len(set(made)) == len(made) == 15
+    for flow_id in made:
+        assert (await store.flow_read(lambda tx, f=flow_id: tx.admin_get_flow(f))).flow_id == flow_id
+    seqs = await store._read(lambda c: [r[0] for r in c.execute("SELECT seq FROM flows ORDER BY seq")])
+    assert seqs == list(range(1, 16))
+    assert await store._read(lambda c: c.execute("SELECT count(*) FROM flows WHERE goal = 'lost'").fetchone()[0]) == 0

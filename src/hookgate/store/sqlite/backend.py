@@ -108,6 +108,7 @@ class SqliteStore:
         self._read_pool_size = read_pool_size
         self._writer: Writer | None = None
         self.flow_ids: FlowIds | None = None  # set by open(): the key is in the database
+        self.flow_seq: tuple[int, int] | None = None  # (writer.txn, last seq new_flow_id gave in it)
         self._readers: ThreadPoolExecutor | None = None
         self._read_local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []

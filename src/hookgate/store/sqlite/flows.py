@@ -128,8 +128,19 @@ class SqliteFlowTx:
 
     # flows -------------------------------------------------------------------------------------
     def new_flow_id(self) -> str:
-        """The id of the next flow this transaction inserts: a keyed permutation of its seq."""
-        seq = int(self._conn.execute(FQ["next_flow_seq"]).fetchone()[0])
+        """The id of the next flow this transaction inserts: a keyed permutation of its seq.
+
+        The first new flow of a write transaction reads the table's high-water mark; the next ones in
+        it count on from there (``SqliteStore.flow_seq``: this connection alone writes until the
+        commit). A seq allocated and not inserted leaves a gap: harmless, a seq is never used twice."""
+        store = self._store
+        txn = store.writer.txn
+        mark = store.flow_seq
+        if mark is not None and mark[0] == txn:
+            seq = mark[1] + 1
+        else:
+            seq = int(self._conn.execute(FQ["next_flow_seq"]).fetchone()[0])
+        store.flow_seq = (txn, seq)
         flow_id = self._ids().id_of(seq)
         self._allocated = (seq, flow_id)
         return flow_id
@@ -175,6 +186,7 @@ class SqliteFlowTx:
             params.append(allocated[0])
             self._conn.execute(_INSERT_FLOW_BY_SEQ, params)
             return allocated[0]
+        self._store.flow_seq = None  # AUTOINCREMENT takes the next seq: count from the table again
         return int(self._conn.execute(_INSERT_FLOW, params).lastrowid or 0)
 
     def update_flow_if_revision(self, flow: Flow, expected_revision: int) -> bool:
