@@ -57,8 +57,8 @@ class FlowIds:
             left, right = right, left ^ (int.from_bytes(h.digest(), "little") & _MASK)
         bits = (left << _HALF) | right  # 122 bits: 48 + 12 + 62 around the version and variant
         u = ((bits >> 74) << 80) | (0x4 << 76) | (((bits >> 62) & 0xFFF) << 64) | (0x2 << 62) | (bits & _LOW62)
-        h = f"{u:032x}"
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        x = f"{u:032x}"
+        return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
     def seq_of(self, flow_id: str) -> int | None:
         """The sequence number ``flow_id`` stands for, or ``None`` when it is no lowercase canonical
@@ -69,10 +69,10 @@ class FlowIds:
             or flow_id[14] != "4" or flow_id[19] not in "89ab"
         ):
             return None
-        h = flow_id[:8] + flow_id[9:13] + flow_id[14:18] + flow_id[19:23] + flow_id[24:]
-        if not _HEX.issuperset(h):
+        x = flow_id[:8] + flow_id[9:13] + flow_id[14:18] + flow_id[19:23] + flow_id[24:]
+        if not _HEX.issuperset(x):
             return None
-        u = int(h, 16)
+        u = int(x, 16)
         bits = ((u >> 80) << 74) | (((u >> 64) & 0xFFF) << 62) | (u & _LOW62)
         left, right = bits >> _HALF, bits & _MASK
         for base in self._reversed:

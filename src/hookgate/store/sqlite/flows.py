@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
+from hookgate.errors import StoreUnavailable
 from hookgate.flows.model import Flow, Task
 from hookgate.flows.ports import StoredResponse
 from hookgate.runtime.events import prepare_event_text
-from hookgate.errors import StoreUnavailable
 from hookgate.store.base import DeliveryJob, DeliveryRecord, NewRun
 from hookgate.store.sqlite.flowids import FlowIds
 from hookgate.store.sqlite.schema import Q, parse_named_queries, start_transcript
