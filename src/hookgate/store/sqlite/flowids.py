@@ -3,8 +3,9 @@
 A ``flowId`` is a UUID v4 (model.md §1): 122 bits that nobody can predict, plus the version and
 variant bits. Drawn from the OS at random, every new flow put its id at a random leaf of a unique
 index, and a group commit of 15 new flows wrote 15 random index pages to the WAL (and later copied
-them into the database file). That index was most of what ``create_flow`` cost: without it the
-same code did +30 % requests/s at −25 µs of CPU per request (bench/README.md, sixteenth VM).
+them into the database file). That index was a fifth of what ``create_flow`` cost: without it the
+same code did 25 – 31 % more requests/s at 22 – 25 µs less CPU per request (bench/README.md,
+sixteenth VM).
 
 So in SQLite a new flow's 122 bits are a keyed pseudorandom permutation of its ``seq`` (the
 table's ``INTEGER PRIMARY KEY``): a balanced Feistel network of six rounds over two 61-bit halves,
