@@ -77,5 +77,9 @@ def new_id() -> str:
     b = bytearray(_pool.take(16))
     b[6] = (b[6] & 0x0F) | 0x40  # version 4
     b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = b.hex()
+    return uuid_text(b.hex())
+
+
+def uuid_text(h: str) -> str:
+    """32 lowercase hex digits → the canonical dashed UUID string."""
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

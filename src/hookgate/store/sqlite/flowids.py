@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from hookgate.clock import uuid_text
+
 ROUNDS = 6
 _HALF = 61
 _MASK = (1 << _HALF) - 1
@@ -58,8 +60,7 @@ class FlowIds:
             left, right = right, left ^ (int.from_bytes(h.digest(), "little") & _MASK)
         bits = (left << _HALF) | right  # 122 bits: 48 + 12 + 62 around the version and variant
         u = ((bits >> 74) << 80) | (0x4 << 76) | (((bits >> 62) & 0xFFF) << 64) | (0x2 << 62) | (bits & _LOW62)
-        x = f"{u:032x}"
-        return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+        return uuid_text(f"{u:032x}")
 
     def seq_of(self, flow_id: str) -> int | None:
         """The sequence number ``flow_id`` stands for, or ``None`` when it is no lowercase canonical
