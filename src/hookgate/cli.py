@@ -515,13 +515,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
             what = f"a {run.kind} run" if run.kind != "hook" else f"{run.status}"
             print(f"run {args.run_id} is {what}; only terminal hook runs can be replayed", file=sys.stderr)
             return EXIT_FAILED
-        from hookgate.clock import new_id
         from hookgate.store.base import NewRun
 
-        new = NewRun(run_id=new_id(), kind="hook", agent_id=run.agent_id, session_key=run.session_key,
+        new = NewRun(run_id=None, kind="hook", agent_id=run.agent_id, session_key=run.session_key,
                      name=run.name, inputs=dict(run.inputs), created_at=now)
-        await store.enqueue_hook_run(new, None)
-        print(f"replayed run {run.run_id} as {new.run_id}")
+        replayed = await store.enqueue_hook_run(new, None)
+        print(f"replayed run {run.run_id} as {replayed.run_id}")
         return EXIT_OK
 
     return _with_store(settings, go)

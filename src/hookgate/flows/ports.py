@@ -28,7 +28,7 @@ class FlowTx(Protocol):
     # flows -------------------------------------------------------------------------------------
     def new_flow_id(self) -> str:
         """A UUID v4 for the flow this transaction inserts next (``insert_flow``); the store decides
-        how it is made (SQLite: from the new row's sequence number, store/sqlite/flowids.py)."""
+        how it is made (SQLite: from the new row's sequence number, store/sqlite/seqids.py)."""
 
     def get_flow(self, flow_id: str, owner_key: str) -> Flow | None: ...
 
@@ -78,6 +78,9 @@ class FlowTx(Protocol):
         """Any owner's flows (operators only), newest first."""
 
     def admin_get_flow(self, flow_id: str) -> Flow | None: ...
+
+    def new_run_id(self) -> str:
+        """A UUID v4 for the run this transaction enqueues next (``enqueue_run``); made like ``new_flow_id``."""
 
     def enqueue_run(self, run: NewRun) -> None:
         """Queue a run (kind ``task`` for executed tasks) in this transaction; its session is created on first use."""

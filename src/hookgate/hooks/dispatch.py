@@ -141,7 +141,7 @@ async def dispatch_agent(
                 return AgentOutcome(original, True, prepared.agent_id, "")
         raise prepared.rebind_error or RequestError("sessionKey rejected")
     run = NewRun(
-        run_id=new_id(),
+        run_id=None,  # the store makes it inside the transaction that commits the run
         kind="hook",
         agent_id=prepared.agent_id,
         session_key=prepared.session_key,

@@ -43,9 +43,10 @@ class StoreOpenError(HookgateError):
 
 @dataclass(frozen=True, slots=True)
 class NewRun:
-    """A run to enqueue (status ``queued``, attempt 1). ``session_id`` defaults to a fresh transcript id."""
+    """A run to enqueue (status ``queued``, attempt 1). ``session_id`` defaults to a fresh transcript id.
+    ``run_id`` ``None``: ``enqueue_hook_run`` makes it in the transaction that commits the run."""
 
-    run_id: str
+    run_id: str | None
     kind: RunKind
     agent_id: str
     session_key: str

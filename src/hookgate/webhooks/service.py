@@ -173,14 +173,15 @@ class FlowService:
         known, _ = tx.session_parent(session)
         if not known:
             tx.record_child_session(session, route.session_key, agent, now)
-        run = NewRun(run_id=new_id(), kind="task", agent_id=agent, session_key=session,
+        run_id = tx.new_run_id()
+        run = NewRun(run_id=run_id, kind="task", agent_id=agent, session_key=session,
                      name=sanitize_system_text(task.label or "Task"),  # model.md §5.1: the sanitised name
                      inputs={"taskId": task.task_id, "flowId": task.parent_flow_id, "wrap": True,
                              "externalContentSource": "webhook", "deliver": False, "wakeMode": "now"},
                      created_at=now)
         tx.enqueue_run(run)
-        self._effects.append(("enqueue", run.run_id))
-        return msgspec.structs.replace(task, run_ref=run.run_id)
+        self._effects.append(("enqueue", run_id))
+        return msgspec.structs.replace(task, run_ref=run_id)
 
     def _update_task(self, tx: FlowTx, owner: str, action: s.UpdateTask, now: int) -> results.Outcome:
         task = tx.get_task(action.task_id)

@@ -209,6 +209,11 @@ async def test_acknowledged_writes_survive_sigkill(
     assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:5]}"
 
 
+# the columns runs had in every schema (migration 11 added seq and id_from_seq around them)
+RUN_COLUMNS = ("run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt, created_at, "
+               "started_at, ended_at, reply, error, leased_by, lease_until, updated_at")
+
+
 def database_at(path: Path, version: int, session_key: str) -> sqlite3.Connection:
     """A database migrated to ``version`` only (as an older hookgate left it), holding one session."""
     from hookgate.store.sqlite.schema import MIGRATIONS, migrate
@@ -233,11 +238,11 @@ async def test_runs_survive_the_rowid_migration(tmp_path: Path, make_store: Stor
             (f"run-{i}", status, NOW - i, NOW - i, f"reply {i}", "w1" if status == "running" else None,
              NOW + 5000 if status == "running" else None),
         )
-    before = conn.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
+    before = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY run_id").fetchall()
     conn.close()
 
     store = await make_store(path=path)
-    after = await store._read(lambda c: c.execute("SELECT * FROM runs ORDER BY run_id").fetchall())
+    after = await store._read(lambda c: c.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY run_id").fetchall())
     assert after == before
     table_sql = await store._read(lambda c: c.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()[0])
     assert "WITHOUT ROWID" not in table_sql
@@ -260,12 +265,13 @@ async def test_events_and_runs_survive_the_check_migration(tmp_path: Path, make_
             " created_at, updated_at) VALUES (?, ?, 'main', 'agent:main:main', 'sid', 'Hook', '{}', ?, 1, ?, ?)",
             (f"run-{i}", kind, status, NOW + i, NOW + i))
     events_before = conn.execute("SELECT * FROM system_events ORDER BY seq").fetchall()
-    runs_before = conn.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
+    runs_before = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY rowid").fetchall()
     conn.close()
 
     store = await make_store(path=path)
     assert await store._read(lambda c: c.execute("SELECT * FROM system_events ORDER BY seq").fetchall()) == events_before
-    assert await store._read(lambda c: c.execute("SELECT * FROM runs ORDER BY rowid").fetchall()) == runs_before
+    runs_after = await store._read(lambda c: c.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY rowid").fetchall())
+    assert runs_after == runs_before
     await store.queue_system_event(session_key="agent:main:main", agent_id="main", text="new", now_ms=NOW,
                                    wake_reason=None)
     newest = (await store.list_events(limit=1))[0]
@@ -361,14 +367,17 @@ async def test_sessions_and_their_references_survive_the_sessions_rowid_migratio
         conn.execute("INSERT INTO transcript_messages (session_key, session_id, role, text, run_id, created_at) "
                      "VALUES ('agent:main:hook:x', 'sid2', 'user', ?, ?, ?)", (f"m{i}", f"run-{i}", NOW + i))
     tables = ("sessions", "system_events", "runs", "transcript_messages")
-    before = {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables if t != "sessions"}
+    columns = {t: RUN_COLUMNS if t == "runs" else "*" for t in tables}
+    before = {t: conn.execute(f"SELECT {columns[t]} FROM {t} ORDER BY rowid").fetchall() for t in tables
+              if t != "sessions"}
     before["sessions"] = conn.execute("SELECT * FROM sessions ORDER BY key").fetchall()
     conn.close()
 
     store = await make_store(path=path)
     for table in tables:
         order = "key" if table == "sessions" else "rowid"
-        rows = await store._read(lambda c, t=table, o=order: c.execute(f"SELECT * FROM {t} ORDER BY {o}").fetchall())
+        rows = await store._read(
+            lambda c, t=table, o=order: c.execute(f"SELECT {columns[t]} FROM {t} ORDER BY {o}").fetchall())
         assert rows == before[table], table
     assert (await store.get_session("agent:main:hook:x")).spawned_by == "agent:main:main"  # type: ignore[union-attr]
     table_sql = await store._read(lambda c: c.execute("SELECT sql FROM sqlite_master WHERE name = 'sessions'").fetchone()[0])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import os
 import sqlite3
@@ -42,10 +43,10 @@ from hookgate.store.base import (
     StoreRole,
     WakeResult,
 )
-from hookgate.store.sqlite.flowids import FlowIds
-from hookgate.store.sqlite.flowids import new_key as new_flow_id_key
 from hookgate.store.sqlite.flows import FQ, SqliteFlowTx
 from hookgate.store.sqlite.schema import Q, migrate, start_transcript
+from hookgate.store.sqlite.seqids import MAX_SEQ, SeqIds
+from hookgate.store.sqlite.seqids import new_key as new_id_key
 from hookgate.store.sqlite.writer import Writer
 
 T = TypeVar("T")
@@ -107,8 +108,9 @@ class SqliteStore:
         self._ids = ids
         self._read_pool_size = read_pool_size
         self._writer: Writer | None = None
-        self.flow_ids: FlowIds | None = None  # set by open(): the key is in the database
-        self.flow_seq: tuple[int, int] | None = None  # (writer.txn, last seq new_flow_id gave in it)
+        self.flow_ids: SeqIds | None = None  # set by open(): the keys are in the database
+        self.run_ids: SeqIds | None = None
+        self._seq_marks: dict[str, tuple[int, int]] = {}  # table → (writer.txn, last seq next_seq gave in it)
         self._readers: ThreadPoolExecutor | None = None
         self._read_local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
@@ -159,7 +161,8 @@ class SqliteStore:
                     # it closes as the last one (no server running).
                     conn.execute("PRAGMA wal_autocheckpoint=0")
                 migrate(conn, self._clock.now_ms())
-                self.flow_ids = FlowIds(_flow_id_key(conn))
+                self.flow_ids = SeqIds(_id_key(conn, "flow_ids"))
+                self.run_ids = SeqIds(_id_key(conn, "run_ids"))
             except BaseException:
                 conn.close()
                 raise
@@ -453,34 +456,25 @@ class SqliteStore:
     # --- runs and hook idempotency (model.md §5.1, hooks.md §5.4) ----------------------------------
 
     async def enqueue_hook_run(self, run: NewRun, idempotency: IdempotencyClaim | None) -> EnqueueResult:
-        inputs = _encode_json(run.inputs).decode()
         session_id = run.session_id or self._ids()
 
         def op(conn: sqlite3.Connection) -> EnqueueResult:
+            new = run
+            seq: int | None = None
+            if new.run_id is None:  # made here, from the seq the row will have
+                seq, run_id = self.new_run_id(conn)
+                new = dataclasses.replace(run, run_id=run_id)
             if idempotency is not None:
                 claimed = conn.execute(
                     Q["claim_hook_idempotency"],
-                    (idempotency.record_key, run.run_id, run.created_at, idempotency.expires_at),
+                    (idempotency.record_key, new.run_id, new.created_at, idempotency.expires_at),
                 ).rowcount
                 if claimed == 0:  # a live record holds the key (unique constraint): replay it
                     row = conn.execute(Q["get_hook_idempotency_run"], (idempotency.record_key,)).fetchone()
                     return EnqueueResult(str(row[0]), True)
-            if not start_transcript(conn, run.session_key, run.agent_id, session_id, run.created_at):
-                self._ensure_session(conn, run.session_key, run.agent_id, None, run.created_at)
-            conn.execute(
-                Q["insert_run"],
-                (
-                    run.run_id,
-                    run.kind,
-                    run.agent_id,
-                    run.session_key,
-                    session_id,
-                    run.name,
-                    inputs,
-                    run.created_at,
-                ),
-            )
-            return EnqueueResult(run.run_id, False)
+            if not start_transcript(conn, new.session_key, new.agent_id, session_id, new.created_at):
+                self._ensure_session(conn, new.session_key, new.agent_id, None, new.created_at)
+            return EnqueueResult(self.insert_run(conn, new, session_id, seq), False)
 
         return await self._write(op)
 
@@ -493,7 +487,7 @@ class SqliteStore:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         def op(conn: sqlite3.Connection) -> RunRecord | None:
-            row = conn.execute(Q["get_run"], (run_id,)).fetchone()
+            row = conn.execute(Q["get_run"], (run_id, self.run_seq(run_id))).fetchone()
             return None if row is None else _run_record(row)
 
         return await self._read(op, inline=True)
@@ -519,6 +513,56 @@ class SqliteStore:
 
     def new_session_id(self) -> str:
         return self._ids()
+
+    # --- ids made from seqs (seqids.py) --------------------------------------------------------------
+
+    def next_seq(self, conn: sqlite3.Connection, table: str) -> int:
+        """The seq of the next row of ``table`` (flows, runs) that this write transaction inserts.
+
+        The first in a transaction reads the table's AUTOINCREMENT high-water mark; the next ones count
+        on from there: this connection alone writes until the commit, and ``Writer.txn`` changes with
+        every transaction and every operation undone to its savepoint. A seq allocated and never
+        inserted leaves a gap: harmless, a seq is never used twice."""
+        txn = self.writer.txn
+        mark = self._seq_marks.get(table)
+        if mark is not None and mark[0] == txn:
+            seq = mark[1] + 1
+        else:
+            seq = int(conn.execute(Q["next_seq"], (table,)).fetchone()[0])
+        self._seq_marks[table] = (txn, seq)
+        return seq
+
+    def forget_seq(self, table: str) -> None:
+        """A row of ``table`` took its seq from AUTOINCREMENT: count from the table again."""
+        self._seq_marks.pop(table, None)
+
+    def new_run_id(self, conn: sqlite3.Connection) -> tuple[int, str]:
+        """The seq and id of the next run this write transaction inserts."""
+        seq = self.next_seq(conn, "runs")
+        return seq, self._run_ids().id_of(seq)
+
+    def run_seq(self, run_id: str) -> int | None:
+        """The seq ``run_id`` stands for if this database made it from one (``None``: it did not)."""
+        seq = self._run_ids().seq_of(run_id)
+        return seq if seq is not None and seq < MAX_SEQ else None
+
+    def _run_ids(self) -> SeqIds:
+        ids = self.run_ids
+        if ids is None:
+            raise StoreUnavailable("store unavailable")
+        return ids
+
+    def insert_run(self, conn: sqlite3.Connection, run: NewRun, session_id: str, seq: int | None) -> str:
+        """Insert ``run`` (status queued): by ``seq`` when its id was made from it (``new_run_id``),
+        else with a seq from AUTOINCREMENT and its id in the index of random ids. Returns the id."""
+        params = (run.run_id, run.kind, run.agent_id, run.session_key, session_id, run.name,
+                  _encode_json(run.inputs).decode(), run.created_at)
+        if seq is not None:
+            conn.execute(Q["insert_run_by_seq"], (*params, seq))
+        else:
+            conn.execute(Q["insert_run"], params)
+            self.forget_seq("runs")
+        return str(run.run_id)
 
     async def flow_write(self, fn: Callable[[RuntimeTx], T]) -> T:
         """Run ``fn`` in one write transaction; returns after it committed (and was fsynced)."""
@@ -558,10 +602,10 @@ class SqliteStore:
 
         def runs_op(conn: sqlite3.Connection) -> int:
             rows = conn.execute(Q["old_terminal_runs"], (runs_before_ms, batch)).fetchall()
-            for run_id, kind, session_id in rows:
+            for seq, run_id, kind, session_id in rows:
                 if kind != "heartbeat":
                     conn.execute(Q["delete_run_transcript"], (run_id, session_id))
-                conn.execute(Q["delete_run"], (run_id,))
+                conn.execute(Q["delete_run"], (seq,))
             return len(rows)
 
         def events_op(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -614,11 +658,11 @@ def _run_record(row: tuple[Any, ...]) -> RunRecord:
     return RunRecord(*values)
 
 
-def _flow_id_key(conn: sqlite3.Connection) -> bytes:
-    """The database's flow id key (``flowids``), drawn and stored on the first open. Read first:
-    a CLI command beside a running server does not take the write lock for it."""
-    row = conn.execute(FQ["flow_id_key"]).fetchone()
+def _id_key(conn: sqlite3.Connection, name: str) -> bytes:
+    """The database's key for flow or run ids (``seqids``), drawn and stored on the first open. Read
+    first: a CLI command beside a running server does not take the write lock for it."""
+    row = conn.execute(FQ["id_key"], (name,)).fetchone()
     if row is None:
-        conn.execute(FQ["insert_flow_id_key"], (new_flow_id_key(),))  # OR IGNORE: another process may be first
-        row = conn.execute(FQ["flow_id_key"]).fetchone()
+        conn.execute(FQ["insert_id_key"], (name, new_id_key()))  # OR IGNORE: another process may be first
+        row = conn.execute(FQ["id_key"], (name,)).fetchone()
     return bytes(row[0])

@@ -15,8 +15,8 @@ from hookgate.flows.model import Flow, Task
 from hookgate.flows.ports import StoredResponse
 from hookgate.runtime.events import prepare_event_text
 from hookgate.store.base import DeliveryJob, DeliveryRecord, NewRun
-from hookgate.store.sqlite.flowids import FlowIds
 from hookgate.store.sqlite.schema import Q, parse_named_queries, start_transcript
+from hookgate.store.sqlite.seqids import MAX_SEQ, SeqIds
 from hookgate.webhooks.schema import UNSET
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ _INSERT_FLOW = (
     f"INSERT INTO flows ({', '.join(_FLOW_COLUMNS_NO_SEQ)}) "
     f"VALUES ({', '.join('?' for _ in _FLOW_COLUMNS_NO_SEQ)})"
 )
-# A flow whose id ``new_flow_id`` made from its seq (flowids.py): in no index by id.
+# A flow whose id ``new_flow_id`` made from its seq (seqids.py): in no index by id.
 _INSERT_FLOW_BY_SEQ = (
     f"INSERT INTO flows ({', '.join(_FLOW_COLUMNS_NO_SEQ)}, seq, id_from_seq) "
     f"VALUES ({', '.join('?' for _ in _FLOW_COLUMNS_NO_SEQ)}, ?, 1)"
@@ -113,7 +113,6 @@ _SELECT_BY_SEQ_OWNED = f"{_SELECT_FLOW} {FQ['where_flow_seq_owned']}"
 _SELECT_BY_SEQ = f"{_SELECT_FLOW} {FQ['where_flow_seq']}"
 _SELECT_RANDOM_OWNED = f"{_SELECT_FLOW} {FQ['where_flow_random_owned']}"
 _SELECT_RANDOM = f"{_SELECT_FLOW} {FQ['where_flow_random']}"
-_MAX_SEQ = 1 << 63  # SQLite's integers are 64-bit signed: a larger seq is no row
 _SELECT_TASK = f"SELECT {_TASK_COLUMNS} FROM tasks"
 
 
@@ -125,27 +124,18 @@ class SqliteFlowTx:
         self._store = store
         self._events = events  # (outcome, dropped, session) of queued notifications, counted after commit
         self._allocated: tuple[int, str] | None = None  # (seq, flow_id) of new_flow_id
+        self._allocated_run: tuple[int, str] | None = None  # (seq, run_id) of new_run_id
 
     # flows -------------------------------------------------------------------------------------
     def new_flow_id(self) -> str:
-        """The id of the next flow this transaction inserts: a keyed permutation of its seq.
-
-        The first new flow of a write transaction reads the table's high-water mark; the next ones in
-        it count on from there (``SqliteStore.flow_seq``: this connection alone writes until the
-        commit). A seq allocated and not inserted leaves a gap: harmless, a seq is never used twice."""
-        store = self._store
-        txn = store.writer.txn
-        mark = store.flow_seq
-        if mark is not None and mark[0] == txn:
-            seq = mark[1] + 1
-        else:
-            seq = int(self._conn.execute(FQ["next_flow_seq"]).fetchone()[0])
-        store.flow_seq = (txn, seq)
+        """The id of the next flow this transaction inserts: a keyed permutation of its seq
+        (``SqliteStore.next_seq``)."""
+        seq = self._store.next_seq(self._conn, "flows")
         flow_id = self._ids().id_of(seq)
         self._allocated = (seq, flow_id)
         return flow_id
 
-    def _ids(self) -> FlowIds:
+    def _ids(self) -> SeqIds:
         ids = self._store.flow_ids
         if ids is None:
             raise StoreUnavailable("store unavailable")
@@ -155,7 +145,7 @@ class SqliteFlowTx:
         """By seq when the id is one of this scheme's, else through the index of the other ids."""
         conn = self._conn
         seq = self._ids().seq_of(flow_id)
-        if seq is not None and seq < _MAX_SEQ:
+        if seq is not None and seq < MAX_SEQ:
             if owner_key is None:
                 row = conn.execute(_SELECT_BY_SEQ, (seq, flow_id)).fetchone()
             else:
@@ -186,7 +176,7 @@ class SqliteFlowTx:
             params.append(allocated[0])
             self._conn.execute(_INSERT_FLOW_BY_SEQ, params)
             return allocated[0]
-        self._store.flow_seq = None  # AUTOINCREMENT takes the next seq: count from the table again
+        self._store.forget_seq("flows")  # AUTOINCREMENT takes the next seq: count from the table again
         return int(self._conn.execute(_INSERT_FLOW, params).lastrowid or 0)
 
     def update_flow_if_revision(self, flow: Flow, expected_revision: int) -> bool:
@@ -269,19 +259,21 @@ class SqliteFlowTx:
     def claim_runs(self, instance: str, now_ms: int, lease_until: int, limit: int,
                    skip: Collection[str] = ()) -> list[str]:
         rows = self._conn.execute(FQ["claimable_runs"], (now_ms, limit + len(skip))).fetchall()
-        ids = [r[0] for r in rows if r[0] not in skip][:limit]
-        for run_id in ids:
-            self._conn.execute(FQ["claim_run"], (run_id, instance, lease_until, now_ms))
-        return ids
+        claimed = [r for r in rows if r[0] not in skip][:limit]
+        for _, seq in claimed:
+            self._conn.execute(FQ["claim_run"], (seq, instance, lease_until, now_ms))
+        return [r[0] for r in claimed]
 
     def renew_run_lease(self, run_id: str, instance: str, lease_until: int) -> bool:
-        return self._conn.execute(FQ["renew_run_lease"], (run_id, instance, lease_until)).rowcount == 1
+        params = (run_id, instance, lease_until, self._store.run_seq(run_id))
+        return self._conn.execute(FQ["renew_run_lease"], params).rowcount == 1
 
     def release_run(self, run_id: str, instance: str, now_ms: int) -> None:
-        self._conn.execute(FQ["release_run"], (run_id, instance, now_ms))
+        self._conn.execute(FQ["release_run"], (run_id, instance, now_ms, self._store.run_seq(run_id)))
 
     def finish_run(self, run_id: str, status: str, reply: str | None, error: str | None, now_ms: int) -> None:
-        self._conn.execute(FQ["finish_run"], (run_id, status, reply, error, now_ms))
+        params = (run_id, status, reply, error, now_ms, self._store.run_seq(run_id))
+        self._conn.execute(FQ["finish_run"], params)
 
     def append_transcript(self, session_key: str, session_id: str, role: str, text: str, run_id: str | None,
                           now_ms: int) -> None:
@@ -356,17 +348,27 @@ class SqliteFlowTx:
 
     def insert_finished_run(self, run: NewRun, session_id: str, status: str, reply: str | None,
                             error: str | None, now_ms: int) -> None:
-        self._conn.execute(Q["insert_run"], (run.run_id, run.kind, run.agent_id, run.session_key, session_id,
-                                             run.name, _encode(run.inputs).decode(), run.created_at))
-        self._conn.execute(FQ["finish_run"], (run.run_id, status, reply, error, now_ms))
-        self._conn.execute(FQ["set_run_started"], (run.run_id, run.created_at))  # a turn starts when created
+        """A heartbeat turn's run: its id was made before the row (the turn ran under it), so it is a
+        random one, found through the index of random ids."""
+        store = self._store
+        run_id = store.insert_run(self._conn, run, session_id, None)
+        seq = store.run_seq(run_id)
+        self._conn.execute(FQ["finish_run"], (run_id, status, reply, error, now_ms, seq))
+        self._conn.execute(FQ["set_run_started"], (run_id, run.created_at, seq))  # a turn starts when created
+
+    def new_run_id(self) -> str:
+        """The id of the next run this transaction enqueues: a keyed permutation of its seq."""
+        seq, run_id = self._store.new_run_id(self._conn)
+        self._allocated_run = (seq, run_id)
+        return run_id
 
     def enqueue_run(self, run: NewRun) -> None:
         session_id = self._store.new_session_id()
         if not start_transcript(self._conn, run.session_key, run.agent_id, session_id, run.created_at):
             self.session_id_of(run.session_key, run.agent_id, run.created_at)
-        self._conn.execute(Q["insert_run"], (run.run_id, run.kind, run.agent_id, run.session_key, session_id,
-                                             run.name, _encode(run.inputs).decode(), run.created_at))
+        allocated, self._allocated_run = self._allocated_run, None
+        seq = allocated[0] if allocated is not None and allocated[1] == run.run_id else None
+        self._store.insert_run(self._conn, run, session_id, seq)
 
     def run_transcript(self, run_id: str) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self._conn.execute(FQ["run_transcript"], (run_id,))]
@@ -393,14 +395,18 @@ class SqliteFlowTx:
         self._conn.execute(FQ["release_delivery"], (delivery_id, instance))
 
     def get_delivery(self, delivery_id: str) -> DeliveryJob | None:
-        row = self._conn.execute(FQ["get_delivery"], (delivery_id,)).fetchone()
+        conn = self._conn
+        row = conn.execute(FQ["get_delivery"], (delivery_id,)).fetchone()
         if row is None:
             return None
+        run_id = row[1]
+        run = conn.execute(FQ["delivery_run"], (run_id, self._store.run_seq(run_id))).fetchone()
+        kind, name, session_key, inputs = run if run is not None else (None, None, None, None)
         return DeliveryJob(
-            delivery_id=row[0], run_id=row[1], agent_id=row[2], channel=row[3], target=row[4], text=row[5],
+            delivery_id=row[0], run_id=run_id, agent_id=row[2], channel=row[3], target=row[4], text=row[5],
             status=row[6], attempts=row[7], parts_sent=row[8], created_at=row[10], leased_by=row[13],
-            run_kind=row[14], run_name=row[15], session_key=row[16],
-            run_inputs=msgspec.json.decode(row[17]) if row[17] else {},
+            run_kind=kind, run_name=name, session_key=session_key,
+            run_inputs=msgspec.json.decode(inputs) if inputs else {},
         )
 
     def delivery_part_sent(self, delivery_id: str, parts_sent: int, message_id: str | None, now_ms: int) -> None:

@@ -55,19 +55,19 @@ WHERE ended_at IS NOT NULL AND ended_at < ?
 
 -- name: claimable_runs
 -- Queued runs, and running ones whose lease expired, oldest first; runs of the same millisecond in
--- the order they were accepted (rowid: runs append in creation order, and the partial index carries
+-- the order they were accepted (seq: runs append in creation order, and the partial index carries
 -- it). Two ordered reads of the partial index runs_claimable (the repeated `status IN (…)` term is
 -- what lets SQLite use it): one query with an OR walked runs_created from the oldest run ever,
 -- through every finished one (9 ms per claim with 40 000 runs stored, and growing).
-SELECT run_id FROM (
-    SELECT * FROM (SELECT run_id, created_at, rowid AS seq FROM runs
+SELECT run_id, seq FROM (
+    SELECT * FROM (SELECT run_id, created_at, seq FROM runs
                    WHERE status IN ('queued', 'running') AND status = 'queued'
                      AND (lease_until IS NULL OR lease_until < ?1)
-                   ORDER BY created_at, rowid LIMIT ?2)
+                   ORDER BY created_at, seq LIMIT ?2)
     UNION ALL
-    SELECT * FROM (SELECT run_id, created_at, rowid AS seq FROM runs
+    SELECT * FROM (SELECT run_id, created_at, seq FROM runs
                    WHERE status IN ('queued', 'running') AND status = 'running' AND lease_until < ?1
-                   ORDER BY created_at, rowid LIMIT ?2)
+                   ORDER BY created_at, seq LIMIT ?2)
 ) ORDER BY created_at, seq LIMIT ?2
 
 -- name: claim_run
@@ -75,17 +75,19 @@ SELECT run_id FROM (
 UPDATE runs SET
     attempt = CASE WHEN status = 'running' THEN attempt + 1 ELSE attempt END,
     status = 'running', leased_by = ?2, lease_until = ?3, started_at = ?4, updated_at = ?4
-WHERE run_id = ?1
+WHERE seq = ?1  -- as claimable_runs gave it, in the same transaction
 
 -- name: renew_run_lease
-UPDATE runs SET lease_until = ?3 WHERE run_id = ?1 AND leased_by = ?2 AND status = 'running'
+-- ?4: the seq run id ?1 stands for (get_run in queries.sql)
+UPDATE runs SET lease_until = ?3
+WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?4) AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
 -- name: release_run
 UPDATE runs SET status = 'queued', leased_by = NULL, lease_until = NULL, started_at = NULL, updated_at = ?3
-WHERE run_id = ?1 AND leased_by = ?2 AND status = 'running'
+WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?4) AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
 -- name: set_run_started
-UPDATE runs SET started_at = ?2 WHERE run_id = ?1
+UPDATE runs SET started_at = ?2 WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?3) AND run_id = ?1
 
 -- name: finish_run
 -- A run ends `lost` when the claim that found attempt 2's lease expired counted a third attempt,
@@ -93,7 +95,8 @@ UPDATE runs SET started_at = ?2 WHERE run_id = ?1
 UPDATE runs SET status = ?2, reply = ?3, error = ?4, ended_at = ?5, updated_at = ?5,
     leased_by = NULL, lease_until = NULL,
     attempt = CASE WHEN ?2 = 'lost' AND attempt > 1 THEN attempt - 1 ELSE attempt END
-WHERE run_id = ?1 AND status IN ('queued', 'running')  -- an ended run keeps its end
+WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?6) AND run_id = ?1
+  AND status IN ('queued', 'running')  -- an ended run keeps its end
 
 -- name: append_transcript
 INSERT INTO transcript_messages (session_key, session_id, role, text, run_id, created_at)
@@ -196,11 +199,14 @@ UPDATE deliveries SET lease_until = ?3 WHERE delivery_id = ?1 AND leased_by = ?2
 UPDATE deliveries SET leased_by = NULL, lease_until = NULL WHERE delivery_id = ?1 AND leased_by = ?2
 
 -- name: get_delivery
-SELECT d.delivery_id, d.run_id, d.agent_id, d.channel, d.target, d.text, d.status, d.attempts, d.parts_sent,
-       d.message_ids, d.created_at, d.next_attempt_at, d.last_error, d.leased_by,
-       r.kind, r.name, r.session_key, r.inputs
-FROM deliveries AS d LEFT JOIN runs AS r ON r.run_id = d.run_id
-WHERE d.delivery_id = ?
+SELECT delivery_id, run_id, agent_id, channel, target, text, status, attempts, parts_sent,
+       message_ids, created_at, next_attempt_at, last_error, leased_by
+FROM deliveries WHERE delivery_id = ?
+
+-- name: delivery_run
+-- What a delivery job shows of its run (?1 the run id, ?2 its seq: get_run in queries.sql)
+SELECT kind, name, session_key, inputs FROM runs
+WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?2) AND run_id = ?1
 
 -- name: delivery_part_sent
 UPDATE deliveries SET parts_sent = ?2, message_ids = json_insert(message_ids, '$[#]', ?3), updated_at = ?4
@@ -246,14 +252,11 @@ FROM deliveries WHERE run_id = ? ORDER BY seq
 -- name: delivery_attempts_of
 SELECT at, outcome, http_status, error FROM delivery_attempts WHERE delivery_id = ? ORDER BY id
 
--- name: flow_id_key
-SELECT key FROM store_keys WHERE name = 'flow_ids'
+-- name: id_key
+SELECT key FROM store_keys WHERE name = ?
 
--- name: insert_flow_id_key
-INSERT OR IGNORE INTO store_keys (name, key) VALUES ('flow_ids', ?)
-
--- name: next_flow_seq
-SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'flows'), 0) + 1
+-- name: insert_id_key
+INSERT OR IGNORE INTO store_keys (name, key) VALUES (?, ?)
 
 -- name: where_flow_seq_owned
 WHERE seq = ? AND flow_id = ? AND owner_key = ?

@@ -100,14 +100,29 @@ SELECT run_id FROM hook_idempotency WHERE record_key = ? AND expires_at > ?;
 DELETE FROM hook_idempotency WHERE expires_at <= ?;
 
 -- name: insert_run
+-- A run whose id another scheme made (a heartbeat turn's, made before its row): seq from
+-- AUTOINCREMENT, found through the partial unique index runs_random_id.
 INSERT INTO runs (run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt,
                   created_at, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', 1, ?8, ?8);
 
+-- name: insert_run_by_seq
+-- A run whose id was made from its seq ?9 (seqids.py): in no index by id.
+INSERT INTO runs (run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt,
+                  created_at, updated_at, seq, id_from_seq)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', 1, ?8, ?8, ?9, 1);
+
+-- name: next_seq
+-- The seq AUTOINCREMENT would give table ?1's next row.
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?1), 0) + 1;
+
 -- name: get_run
+-- A run by id (?1) and the seq the id stands for (?2, NULL when no seq does: runs.py). Every lookup
+-- by run id has this form: a random id is in runs_random_id (the probe comes first, so an old
+-- random id that happens to invert to a small seq is still found), any other id is read by seq.
 SELECT run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt, created_at,
        started_at, ended_at, reply, error, leased_by, lease_until, updated_at
-FROM runs WHERE run_id = ?;
+FROM runs WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?2) AND run_id = ?1;
 
 -- name: list_runs
 -- ?1 agent or NULL, ?2 kind or NULL, ?3 JSON array of statuses or NULL, ?4 since or NULL, ?5 limit.
@@ -118,7 +133,7 @@ WHERE (?1 IS NULL OR agent_id = ?1)
   AND (?2 IS NULL OR kind = ?2)
   AND (?3 IS NULL OR status IN (SELECT value FROM json_each(?3)))
   AND (?4 IS NULL OR created_at >= ?4)
-ORDER BY created_at DESC, run_id DESC
+ORDER BY created_at DESC, seq DESC
 LIMIT ?5;
 
 -- name: list_events
@@ -134,13 +149,13 @@ LIMIT ?3;
 -- name: old_terminal_runs
 -- terminal runs that ended before ?1 (an end time never precedes the creation time, so the
 -- runs_created range bounds the scan), except runs whose reply still waits to be delivered
-SELECT run_id, kind, session_id FROM runs
+SELECT seq, run_id, kind, session_id FROM runs
 WHERE created_at < ?1 AND status <> 'queued' AND status <> 'running' AND coalesce(ended_at, updated_at) < ?1
   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.run_id = runs.run_id AND d.status = 'pending')
 ORDER BY created_at LIMIT ?2;
 
 -- name: delete_run
-DELETE FROM runs WHERE run_id = ?;
+DELETE FROM runs WHERE seq = ?;
 
 -- name: delete_run_transcript
 DELETE FROM transcript_messages WHERE run_id = ?1 AND session_id = ?2;

@@ -1,4 +1,4 @@
-"""Flow ids made from sequence numbers (store/sqlite/flowids.py): UUID v4, invertible, keyed."""
+"""Flow ids made from sequence numbers (store/sqlite/seqids.py): UUID v4, invertible, keyed."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ import uuid
 
 import pytest
 
-from hookgate.store.sqlite.flowids import FlowIds, new_key
+from hookgate.store.sqlite.seqids import SeqIds, new_key
 
 SEQS = [0, 1, 2, 3, 255, 256, 10**6, 2**61 - 1, 2**61, 2**63 - 1, 2**122 - 1]
 
 
 @pytest.fixture
-def ids() -> FlowIds:
-    return FlowIds(new_key())
+def ids() -> SeqIds:
+    return SeqIds(new_key())
 
 
-def test_every_id_is_a_canonical_uuid_v4_and_inverts_to_its_seq(ids: FlowIds) -> None:
+def test_every_id_is_a_canonical_uuid_v4_and_inverts_to_its_seq(ids: SeqIds) -> None:
     rng = random.Random(7)
     for seq in SEQS + [rng.getrandbits(122) for _ in range(2000)]:
         flow_id = ids.id_of(seq)
@@ -29,7 +29,7 @@ def test_every_id_is_a_canonical_uuid_v4_and_inverts_to_its_seq(ids: FlowIds) ->
         assert ids.seq_of(flow_id) == seq
 
 
-def test_consecutive_seqs_give_unrelated_ids(ids: FlowIds) -> None:
+def test_consecutive_seqs_give_unrelated_ids(ids: SeqIds) -> None:
     """Every one of the 122 free bits takes both values across 4 096 consecutive ids, about half the
     time each (a counter would leave the high bits fixed), and no two ids are equal."""
     values = [uuid.UUID(ids.id_of(seq)).int for seq in range(1, 4097)]
@@ -45,11 +45,11 @@ def test_consecutive_seqs_give_unrelated_ids(ids: FlowIds) -> None:
 
 
 def test_the_key_decides_the_ids() -> None:
-    a, b = FlowIds(new_key()), FlowIds(new_key())
+    a, b = SeqIds(new_key()), SeqIds(new_key())
     assert [a.id_of(s) for s in range(1, 50)] != [b.id_of(s) for s in range(1, 50)]
     assert a.id_of(1) != b.id_of(1)
-    same = FlowIds(bytes(range(32)))
-    assert same.id_of(5) == FlowIds(bytes(range(32))).id_of(5)  # stored key → the same ids after a restart
+    same = SeqIds(bytes(range(32)))
+    assert same.id_of(5) == SeqIds(bytes(range(32))).id_of(5)  # stored key → the same ids after a restart
 
 
 @pytest.mark.parametrize(
@@ -67,10 +67,10 @@ def test_the_key_decides_the_ids() -> None:
         "6f1c2a4e-8b3d-4a7c-9e2f-0123456789ab ",
     ],
 )
-def test_text_that_is_no_lowercase_uuid_v4_has_no_seq(ids: FlowIds, text: str) -> None:
+def test_text_that_is_no_lowercase_uuid_v4_has_no_seq(ids: SeqIds, text: str) -> None:
     assert ids.seq_of(text) is None
 
 
 def test_the_key_must_be_32_bytes() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
-        FlowIds(b"short")
+        SeqIds(b"short")

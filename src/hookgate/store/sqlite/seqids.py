@@ -1,21 +1,21 @@
-"""Flow ids of one SQLite database: UUID v4 strings computed from the flow's sequence number.
+"""Flow and run ids of one SQLite database: UUID v4 strings computed from the row's sequence number.
 
-A ``flowId`` is a UUID v4 (model.md §1): 122 bits that nobody can predict, plus the version and
-variant bits. Drawn from the OS at random, every new flow put its id at a random leaf of a unique
-index, and a group commit of 15 new flows wrote 15 random index pages to the WAL (and later copied
-them into the database file). That index was a fifth of what ``create_flow`` cost: without it the
-same code did 25 – 31 % more requests/s at 22 – 25 µs less CPU per request (bench/README.md,
-sixteenth VM).
+A ``flowId`` and a ``runId`` are UUID v4s (model.md §1, §5.1): 122 bits that nobody can predict,
+plus the version and variant bits. Drawn from the OS at random, every new flow or run put its id at
+a random leaf of a unique index, and a group commit of 15 new rows wrote 15 random index pages to
+the WAL (and later copied them into the database file). For flows that index was a fifth of what
+``create_flow`` cost: without it the same code did 25 – 31 % more requests/s at 22 – 25 µs less CPU
+per request; for runs, /hooks/agent did 13 % more (bench/README.md, sixteenth VM).
 
-So in SQLite a new flow's 122 bits are a keyed pseudorandom permutation of its ``seq`` (the
+So in SQLite a new flow's or run's 122 bits are a keyed pseudorandom permutation of its ``seq`` (the
 table's ``INTEGER PRIMARY KEY``): a balanced Feistel network of six rounds over two 61-bit halves,
-each round's function keyed BLAKE2b (256-bit key, drawn from ``secrets`` when the database is
-first opened and kept in it, table ``store_keys``). Without the key, ids look and are as
+each round's function keyed BLAKE2b (256-bit key per table, drawn from ``secrets`` when the
+database is first opened and kept in it, table ``store_keys``). Without the key, ids look and are as
 unpredictable as random ones (Luby–Rackoff: four rounds of a pseudorandom function already give a
 strong pseudorandom permutation); distinct sequence numbers give distinct ids by construction; and
-a lookup inverts the permutation and reads the row by its primary key, so no index on ``flow_id``
-is written or read. The row's stored ``flow_id`` is still compared, so an id this database did not
-issue finds nothing.
+a lookup inverts the permutation and reads the row by its primary key, so no index on the id is
+written or read. The row's stored id is still compared, so an id this database did not issue finds
+nothing.
 """
 
 from __future__ import annotations
@@ -31,18 +31,19 @@ _MASK = (1 << _HALF) - 1
 _LOW62 = (1 << 62) - 1
 _HEX = frozenset("0123456789abcdef")
 KEY_BYTES = 32
+MAX_SEQ = 1 << 63  # SQLite's integers are 64-bit signed: a larger seq is no row
 
 
 def new_key() -> bytes:
     return secrets.token_bytes(KEY_BYTES)
 
 
-class FlowIds:
-    """``id_of(seq)`` and its inverse ``seq_of(flow_id)`` under one database's key."""
+class SeqIds:
+    """``id_of(seq)`` and its inverse ``seq_of(text)`` under one key (one table of one database)."""
 
     def __init__(self, key: bytes) -> None:
         if len(key) != KEY_BYTES:
-            raise ValueError(f"flow id key must be {KEY_BYTES} bytes")
+            raise ValueError(f"an id key must be {KEY_BYTES} bytes")
         rounds = []
         for i in range(ROUNDS):  # round i hashes the byte i, then the 8-byte half: fixed-length inputs
             h = hashlib.blake2b(key=key, digest_size=8)
@@ -63,8 +64,8 @@ class FlowIds:
         return uuid_text(f"{u:032x}")
 
     def seq_of(self, flow_id: str) -> int | None:
-        """The sequence number ``flow_id`` stands for, or ``None`` when it is no lowercase canonical
-        UUID v4 (then this scheme did not make it)."""
+        """The sequence number the id ``flow_id`` (of a flow or a run) stands for, or ``None`` when it
+        is no lowercase canonical UUID v4 (then this scheme did not make it)."""
         if (
             len(flow_id) != 36
             or flow_id[8] != "-" or flow_id[13] != "-" or flow_id[18] != "-" or flow_id[23] != "-"
