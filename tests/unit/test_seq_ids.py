@@ -1,4 +1,4 @@
-"""Flow ids made from sequence numbers (store/sqlite/seqids.py): UUID v4, invertible, keyed."""
+"""Flow and run ids made from sequence numbers (store/sqlite/seqids.py): UUID v4, invertible, keyed."""
 
 from __future__ import annotations
 
