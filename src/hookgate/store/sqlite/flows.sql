@@ -80,14 +80,17 @@ WHERE seq = ?1  -- as claimable_runs gave it, in the same transaction
 -- name: renew_run_lease
 -- ?4: the seq run id ?1 stands for (get_run in queries.sql)
 UPDATE runs SET lease_until = ?3
-WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?4) AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
+WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?4)
+  AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
 -- name: release_run
 UPDATE runs SET status = 'queued', leased_by = NULL, lease_until = NULL, started_at = NULL, updated_at = ?3
-WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?4) AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
+WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?4)
+  AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
 -- name: set_run_started
-UPDATE runs SET started_at = ?2 WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?3) AND run_id = ?1
+UPDATE runs SET started_at = ?2
+WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?3) AND run_id = ?1
 
 -- name: finish_run
 -- A run ends `lost` when the claim that found attempt 2's lease expired counted a third attempt,
