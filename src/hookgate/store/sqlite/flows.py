@@ -350,11 +350,10 @@ class SqliteFlowTx:
                             error: str | None, now_ms: int) -> None:
         """A heartbeat turn's run: its id was made before the row (the turn ran under it), so it is a
         random one, found through the index of random ids."""
-        store = self._store
-        run_id = store.insert_run(self._conn, run, session_id, None)
-        seq = store.run_seq(run_id)
-        self._conn.execute(FQ["finish_run"], (run_id, status, reply, error, now_ms, seq))
-        self._conn.execute(FQ["set_run_started"], (run_id, run.created_at, seq))  # a turn starts when created
+        run_id = self._store.insert_run(self._conn, run, session_id, None)
+        # no seq to try: the statements find the row through runs_random_id
+        self._conn.execute(FQ["finish_run"], (run_id, status, reply, error, now_ms, None))
+        self._conn.execute(FQ["set_run_started"], (run_id, run.created_at, None))  # a turn starts when created
 
     def new_run_id(self) -> str:
         """The id of the next run this transaction enqueues: a keyed permutation of its seq."""

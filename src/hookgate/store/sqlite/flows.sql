@@ -80,17 +80,20 @@ WHERE seq = ?1  -- as claimable_runs gave it, in the same transaction
 -- name: renew_run_lease
 -- ?4: the seq run id ?1 stands for (get_run in queries.sql)
 UPDATE runs SET lease_until = ?3
-WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?4)
+WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?4 AND run_id = ?1),
+                 (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0))
   AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
 -- name: release_run
 UPDATE runs SET status = 'queued', leased_by = NULL, lease_until = NULL, started_at = NULL, updated_at = ?3
-WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?4)
+WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?4 AND run_id = ?1),
+                 (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0))
   AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
 -- name: set_run_started
 UPDATE runs SET started_at = ?2
-WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?3) AND run_id = ?1
+WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?3 AND run_id = ?1),
+                 (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0)) AND run_id = ?1
 
 -- name: finish_run
 -- A run ends `lost` when the claim that found attempt 2's lease expired counted a third attempt,
@@ -98,7 +101,8 @@ WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0
 UPDATE runs SET status = ?2, reply = ?3, error = ?4, ended_at = ?5, updated_at = ?5,
     leased_by = NULL, lease_until = NULL,
     attempt = CASE WHEN ?2 = 'lost' AND attempt > 1 THEN attempt - 1 ELSE attempt END
-WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?6) AND run_id = ?1
+WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?6 AND run_id = ?1),
+                 (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0)) AND run_id = ?1
   AND status IN ('queued', 'running')  -- an ended run keeps its end
 
 -- name: append_transcript
@@ -209,7 +213,8 @@ FROM deliveries WHERE delivery_id = ?
 -- name: delivery_run
 -- What a delivery job shows of its run (?1 the run id, ?2 its seq: get_run in queries.sql)
 SELECT kind, name, session_key, inputs FROM runs
-WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?2) AND run_id = ?1
+WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?2 AND run_id = ?1),
+                 (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0)) AND run_id = ?1
 
 -- name: delivery_part_sent
 UPDATE deliveries SET parts_sent = ?2, message_ids = json_insert(message_ids, '$[#]', ?3), updated_at = ?4

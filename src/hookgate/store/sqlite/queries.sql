@@ -117,13 +117,15 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', 1, ?8, ?8, ?9, 1);
 SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?1), 0) + 1;
 
 -- name: get_run
--- A run by id (?1) and the seq the id stands for (?2, NULL when no seq does: SqliteStore.run_seq). Every lookup
--- by run id has this form: a random id is in runs_random_id (the probe comes first, so an old
--- random id that happens to invert to a small seq is still found), any other id is read by seq.
+-- A run by id (?1) and the seq the id stands for (?2, NULL when no seq does: SqliteStore.run_seq).
+-- Every lookup by run id has this form, as flows' lookups do: by seq first (a primary-key read that
+-- also compares the id), and only when that finds nothing through runs_random_id, the index of
+-- random ids (runs stored before migration 11, heartbeat turns).
 SELECT run_id, kind, agent_id, session_key, session_id, name, inputs, status, attempt, created_at,
        started_at, ended_at, reply, error, leased_by, lease_until, updated_at
 FROM runs
-WHERE seq = coalesce((SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0), ?2) AND run_id = ?1;
+WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?2 AND run_id = ?1),
+                 (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0)) AND run_id = ?1;
 
 -- name: list_runs
 -- ?1 agent or NULL, ?2 kind or NULL, ?3 JSON array of statuses or NULL, ?4 since or NULL, ?5 limit.
