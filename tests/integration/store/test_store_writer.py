@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import sqlite3
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 from storetest import NOW, StoreFactory, sample
@@ -187,3 +192,48 @@ async def test_an_operation_that_wrote_then_failed_is_undone_alone(store: Sqlite
     assert await store.get_session("half") is None
     assert {s.agent_id for s in [await store.get_session(f"r{i}") for i in range(6)] if s} == {"a"}
     assert await store._write(insert_session("after")) == "after"
+
+
+_SLOW_COMMITS = textwrap.dedent("""
+    import asyncio, sys, time
+    from hookgate.obs import logging
+    from hookgate.store.sqlite import SqliteStore
+
+    logging.configure(fmt="json")  # lines go to stderr, as in serve
+
+    async def main(path):
+        store = SqliteStore(path, durability="full")
+        await store.open("serve")
+        store.writer.slow_commit_s = 0.0  # every COMMIT counts as slow
+        async def wake(n):
+            await store.queue_system_event(session_key="agent:a:main", agent_id="a",
+                                           text=f"secret-text-{n}", now_ms=n, wake_reason=None)
+        await wake(0)                      # logged at once
+        for n in range(1, 6):              # within the second: counted, not logged
+            await wake(n)
+        time.sleep(1.1)
+        await wake(6)                      # the next line carries the count
+        await store.close()
+
+    asyncio.run(main(sys.argv[1]))
+""")
+
+
+async def test_slow_commits_are_logged_once_a_second_with_durations_only(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _SLOW_COMMITS, str(tmp_path / "slow.db"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3] / "src")},
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, stderr.decode()
+    assert b"secret-text" not in stderr
+    lines = [json.loads(line) for line in stderr.decode().splitlines() if line.startswith("{")]
+    slow = [line for line in lines if line.get("event") == "store.slow_commit"]
+    assert [line["count"] for line in slow] == [1, 6]
+    for line in slow:
+        assert line["level"] == "warning" and line["backend"] == "sqlite"
+        assert line["group_size"] >= 1 and 0 <= line["commit_ms"] <= line["max_commit_ms"]
+        assert line["commit_ms"] <= line["group_ms"]
+        assert set(line) <= {"event", "level", "ts", "instance", "backend", "commit_ms", "group_ms",
+                             "group_size", "count", "max_commit_ms"}

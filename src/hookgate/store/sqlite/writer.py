@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from hookgate.errors import StoreUnavailable
+from hookgate.obs.logging import get_logger
 from hookgate.obs.metrics import Metrics
 
 T = TypeVar("T")
@@ -48,6 +49,11 @@ _Done = tuple["asyncio.Future[Any]", bool, Any]
 MAX_GROUP = 256
 _BACKEND = "sqlite"
 _LOCK_RETRY_S = 0.005
+# A COMMIT this slow is logged as ``store.slow_commit`` (at most one line a second, with the count since
+# the last): with ``durability: full`` it is the WAL's fdatasync (or a checkpoint inside the COMMIT)
+# waiting on the disk, and every request of the group — and every one queued behind it — waited too.
+SLOW_COMMIT_S = 0.1
+SLOW_COMMIT_LOG_INTERVAL_S = 1.0
 
 
 def _unavailable(cause: BaseException | None = None) -> StoreUnavailable:
@@ -139,6 +145,11 @@ class Writer:
         # Bumped by every BEGIN and every savepoint rolled back: what an operation learned of the
         # database holds only while it is unchanged (``total_changes`` does not go down on a rollback).
         self.txn = 0
+        self.slow_commit_s = SLOW_COMMIT_S
+        self._commit_s = 0.0  # how long the last COMMIT took on the commit thread
+        self._slow_logged = -SLOW_COMMIT_LOG_INTERVAL_S  # time.monotonic() of the last store.slow_commit line
+        self._slow_since = 0  # slow commits since that line (this one included when it is written)
+        self._slow_max_s = 0.0
 
     def start(self) -> None:
         """Bind to the running event loop (operations run on it)."""
@@ -273,7 +284,9 @@ class Writer:
             pass
 
     def _commit(self) -> None:
+        t0 = time.perf_counter()
         self._conn.execute("COMMIT")
+        self._commit_s = time.perf_counter() - t0
 
     def _after_commit(
         self, exc: BaseException | None, batch: list[_Item], done: list[_Done], started: float,
@@ -290,7 +303,23 @@ class Writer:
         if self._metrics is not None and self._commit_hist is not None:
             self._commit_hist.observe(time.perf_counter() - started)
             self._metrics.store_group_size.observe(len(batch))
+        if self._commit_s >= self.slow_commit_s:
+            self._slow_commit(len(batch), time.perf_counter() - started)
         self._finish(batch, done, next_inline=True)
+
+    def _slow_commit(self, group_size: int, group_s: float) -> None:
+        """Log a slow COMMIT: durations and the group's size only, never what it wrote."""
+        self._slow_since += 1
+        self._slow_max_s = max(self._slow_max_s, self._commit_s)
+        now = time.monotonic()
+        if now - self._slow_logged < SLOW_COMMIT_LOG_INTERVAL_S:
+            return
+        get_logger().warning(
+            "store.slow_commit", backend=_BACKEND, commit_ms=round(self._commit_s * 1000, 1),
+            group_ms=round(group_s * 1000, 1), group_size=group_size, count=self._slow_since,
+            max_commit_ms=round(self._slow_max_s * 1000, 1),
+        )
+        self._slow_logged, self._slow_since, self._slow_max_s = now, 0, 0.0
 
     def _finish(self, batch: list[_Item], done: list[_Done], *, next_inline: bool = False) -> None:
         """Complete a group's waiters and start the next group.
