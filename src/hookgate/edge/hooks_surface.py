@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
@@ -25,7 +24,7 @@ from hookgate.hooks.mappings import (
 )
 from hookgate.hooks.payload import Payload, decode_hook_body, fields
 from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
-from hookgate.obs.logging import clean_text, info_line
+from hookgate.obs.logging import LineLimiter, clean_text, info_line
 
 _log_id = functools.lru_cache(maxsize=1024)(clean_text)
 
@@ -54,7 +53,7 @@ class HooksSurface:
 
     def __init__(self, gw: Gateway) -> None:
         self.gw = gw
-        self._throttle_logged: dict[str, tuple[float, int]] = {}
+        self._throttle_logged = LineLimiter(_THROTTLE_LOG_INTERVAL)  # hook.auth_throttled, per client IP
         # Mapped hooks (hooks.md §6) plug in here; without mappings an unknown subPath is 404.
         self.transforms = TransformLoader()
         self._transform_observers: dict[str, Callable[[float], None]] = {}
@@ -142,15 +141,8 @@ class HooksSurface:
         return error_b(401, "Unauthorized", reason="unauthorized")
 
     def _log_throttled(self, req: Request) -> None:
-        now = time.monotonic()
-        last, suppressed = self._throttle_logged.get(req.client_ip, (0.0, 0))
-        if now - last >= _THROTTLE_LOG_INTERVAL:
-            if len(self._throttle_logged) > 4096:
-                self._throttle_logged.clear()
-            self._throttle_logged[req.client_ip] = (now, 0)
-            self.gw.log.warning("hook.auth_throttled", **self.context(req), suppressed=suppressed)
-        else:
-            self._throttle_logged[req.client_ip] = (last, suppressed + 1)
+        if (count := self._throttle_logged.due(req.client_ip)) is not None:
+            self.gw.log.warning("hook.auth_throttled", **self.context(req), suppressed=count - 1)
 
     async def _wake(self, req: Request, payload: Payload) -> Answer:
         gw = self.gw

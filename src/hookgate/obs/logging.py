@@ -191,6 +191,31 @@ def get_logger(**context: Any) -> Any:
     return structlog.get_logger().bind(**context)
 
 
+class LineLimiter:
+    """At most one log line per key per ``interval_s``, for a warning that can repeat on every
+    request (warnings are flushed at once: one a request would flood the log and cost a write each).
+
+    ``due(key, n)`` records ``n`` occurrences and returns how many the line about to be written stands
+    for (those held back since the key's last line, plus ``n``), or ``None`` to hold this one back.
+    At ``max_keys`` keys the table starts over, so a flood of distinct keys cannot grow it."""
+
+    def __init__(self, interval_s: float, max_keys: int = 4096) -> None:
+        self.interval_s = interval_s
+        self._max_keys = max_keys
+        self._last: dict[object, tuple[float, int]] = {}  # key → (time.monotonic() of its line, held back)
+
+    def due(self, key: object = None, n: int = 1) -> int | None:
+        now = time.monotonic()
+        last, held = self._last.get(key, (-self.interval_s, 0))
+        if now - last < self.interval_s:
+            self._last[key] = (last, held + n)
+            return None
+        if len(self._last) >= self._max_keys:
+            self._last.clear()
+        self._last[key] = (now, 0)
+        return held + n
+
+
 class _StdlibBridge(logging.Handler):
     """Warnings and errors of libraries that log through ``logging`` (uvicorn), as JSON lines:
     ``server.message`` with the logger's name and its sanitised message."""

@@ -27,7 +27,7 @@ import msgspec
 
 from hookgate.clock import Clock, SystemClock, new_id
 from hookgate.errors import StoreUnavailable
-from hookgate.obs.logging import get_logger
+from hookgate.obs.logging import LineLimiter, get_logger
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.events import MAX_PENDING_EVENTS
 from hookgate.runtime.ports import RuntimeTx
@@ -119,7 +119,7 @@ class SqliteStore:
         self._lock_fd: int | None = None
         # Session keys known to be committed: the hot paths skip the existence check for them.
         self._known_sessions: set[str] = set()
-        self._drop_log: dict[str, tuple[float, int]] = {}  # session → (last event.dropped line, drops since)
+        self._drop_log = LineLimiter(DROP_LOG_INTERVAL_S, KNOWN_SESSIONS_MAX)  # event.dropped, per session
         # Pending queues read in the current write transaction (``_queue_view``).
         self._queues: dict[tuple[str, str], _QueueView] = {}
         self._queues_mark: tuple[int, int] | None = None
@@ -396,15 +396,8 @@ class SqliteStore:
         queue stays full every wake drops one, and a warning per request would flood the log (and
         cost a write each, warnings being flushed at once)."""
         self._count_event("dropped", n)
-        now = time.monotonic()
-        last, pending = self._drop_log.get(session_key, (-DROP_LOG_INTERVAL_S, 0))
-        if now - last < DROP_LOG_INTERVAL_S:
-            self._drop_log[session_key] = (last, pending + n)
-            return
-        if len(self._drop_log) >= KNOWN_SESSIONS_MAX:
-            self._drop_log.clear()
-        self._drop_log[session_key] = (now, 0)
-        get_logger().warning("event.dropped", session_key=session_key, count=pending + n, reason="queue_cap")
+        if (count := self._drop_log.due(session_key, n)) is not None:
+            get_logger().warning("event.dropped", session_key=session_key, count=count, reason="queue_cap")
 
     def _known_session(self, key: str) -> None:
         """Remember a session key whose record is committed (session records are never deleted)."""

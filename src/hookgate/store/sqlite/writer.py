@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from hookgate.errors import StoreUnavailable
-from hookgate.obs.logging import get_logger
+from hookgate.obs.logging import LineLimiter, get_logger
 from hookgate.obs.metrics import Metrics
 
 T = TypeVar("T")
@@ -147,9 +147,8 @@ class Writer:
         self.txn = 0
         self.slow_commit_s = SLOW_COMMIT_S
         self._commit_s = 0.0  # how long the last COMMIT took on the commit thread
-        self._slow_logged = -SLOW_COMMIT_LOG_INTERVAL_S  # time.monotonic() of the last store.slow_commit line
-        self._slow_since = 0  # slow commits since that line (this one included when it is written)
-        self._slow_max_s = 0.0
+        self._slow_log = LineLimiter(SLOW_COMMIT_LOG_INTERVAL_S)
+        self._slow_max_s = 0.0  # the slowest COMMIT since the last store.slow_commit line
 
     def start(self) -> None:
         """Bind to the running event loop (operations run on it)."""
@@ -300,26 +299,25 @@ class Writer:
         if self._conn.total_changes != changes_before:
             self.healthy = True
             self.writes += 1
+        group_s = time.perf_counter() - started
         if self._metrics is not None and self._commit_hist is not None:
-            self._commit_hist.observe(time.perf_counter() - started)
+            self._commit_hist.observe(group_s)
             self._metrics.store_group_size.observe(len(batch))
         if self._commit_s >= self.slow_commit_s:
-            self._slow_commit(len(batch), time.perf_counter() - started)
+            self._slow_commit(len(batch), group_s)
         self._finish(batch, done, next_inline=True)
 
     def _slow_commit(self, group_size: int, group_s: float) -> None:
         """Log a slow COMMIT: durations and the group's size only, never what it wrote."""
-        self._slow_since += 1
         self._slow_max_s = max(self._slow_max_s, self._commit_s)
-        now = time.monotonic()
-        if now - self._slow_logged < SLOW_COMMIT_LOG_INTERVAL_S:
+        if (count := self._slow_log.due()) is None:
             return
         get_logger().warning(
             "store.slow_commit", backend=_BACKEND, commit_ms=round(self._commit_s * 1000, 1),
-            group_ms=round(group_s * 1000, 1), group_size=group_size, count=self._slow_since,
+            group_ms=round(group_s * 1000, 1), group_size=group_size, count=count,
             max_commit_ms=round(self._slow_max_s * 1000, 1),
         )
-        self._slow_logged, self._slow_since, self._slow_max_s = now, 0, 0.0
+        self._slow_max_s = 0.0
 
     def _finish(self, batch: list[_Item], done: list[_Done], *, next_inline: bool = False) -> None:
         """Complete a group's waiters and start the next group.
