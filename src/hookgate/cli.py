@@ -20,7 +20,7 @@ from hookgate import __version__
 from hookgate.config.loader import load_settings, locate_config
 from hookgate.config.names import normalize_agent_id, normalize_channel_name
 from hookgate.config.render import redacted_effective, summary_line
-from hookgate.config.settings import POSTGRES_UNAVAILABLE, Settings
+from hookgate.config.settings import Settings
 from hookgate.errors import ConfigError, HookgateError
 from hookgate.obs import logging as obs_logging
 
@@ -194,11 +194,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """operations.md §1.2: a worker without HTTP needs a store several processes share (PostgreSQL)."""
-    settings = _load(args)
-    if settings.storage.backend != "postgres":
-        print('error: hookgate worker requires storage.backend "postgres"', file=sys.stderr)
-    else:
-        print(f"error: {POSTGRES_UNAVAILABLE}", file=sys.stderr)
+    _load(args)  # a config error first; "postgres" itself is one in this build (POSTGRES_UNAVAILABLE)
+    print('error: hookgate worker requires storage.backend "postgres"', file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -208,6 +205,8 @@ def cmd_config(args: argparse.Namespace) -> int:
         try:
             settings = load_settings(path, os.environ, cwd=os.getcwd())
         except ConfigError as exc:
+            for warning in exc.warnings:
+                print(f"warning: {warning}")
             _print_config_errors(exc)
             return EXIT_USAGE
         for warning in settings.warnings:

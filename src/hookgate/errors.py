@@ -45,9 +45,13 @@ class ConfigError(HookgateError):
 
     code = "config_invalid"
 
-    def __init__(self, lines: list[str], secret_inputs: tuple[Any, ...] = ()) -> None:
+    def __init__(
+        self, lines: list[str], secret_inputs: tuple[Any, ...] = (), warnings: tuple[str, ...] = ()
+    ) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
         # every secret input resolved before the errors were found (``SecretSource``s), so that
         # ``secrets check`` can still print its OK/ERROR line per key for a config that fails on them
         self.secret_inputs = secret_inputs
+        # the warnings found alongside the errors: ``config check`` reports both together
+        self.warnings = warnings

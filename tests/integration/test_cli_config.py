@@ -32,6 +32,33 @@ def test_secrets_check_prints_ERROR_line_for_unresolved_hooks_token(tmp_path: Pa
     assert r.returncode == 1
 
 
+# --- config check: every error and warning in one pass --------------------------------------------
+
+def test_config_check_lists_every_error_and_warning_together(tmp_path: Path) -> None:
+    # README §4: "All errors found are reported, one per line"; operations.md §1.3: check prints
+    # `warning:` and `error: <key path>: <message>` lines, exit 2 on an error. A type error in one
+    # section used to stop the check before the cross-field checks of the others.
+    (tmp_path / "hookgate.json5").write_text(json.dumps({
+        "gateway": {"port": "18789"},
+        "agents": {"list": [{"id": "ops"}, {"id": "OPS"}]},
+        "hooks": {"enabled": True, "token": "hook-token-1", "presets": ["gmail", "jira"], "path": "/plugins"},
+        "plugins": {"entries": {"webhooks": {"config": {"routes": {
+            "ci": {"path": "/plugins/webhooks/ci", "sessionKey": "agent:main:ci", "secret": "s"},
+        }}}}},
+    }))
+    r = hookgate(tmp_path, "config", "check")
+    assert r.returncode == 2
+    assert r.stdout.splitlines() == ["warning: unknown hooks preset: jira"]
+    assert r.stderr.splitlines() == [
+        "error: gateway.port: expected integer, got string",
+        "error: agents.list[1].id: duplicates agents.list[0].id (ops)",
+        # the gmail preset's templated sessionKey
+        ("error: hooks.allowedSessionKeyPrefixes is required when a hook mapping sessionKey uses templates, "
+         "even if hooks.allowRequestSessionKey=true"),
+        "error: plugins.entries.webhooks.config.routes.ci.path conflicts with hooks.path (/plugins).",
+    ]
+
+
 # --- JSON5 parse errors --------------------------------------------------------------------------
 
 def test_json5_parse_error_is_reported_on_one_line(tmp_path: Path) -> None:

@@ -218,49 +218,74 @@ def _dedupe(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
+def _section(path: str) -> str:
+    """The top-level key an error line's key path starts with (``hooks.mappings[0].id`` → ``hooks``)."""
+    return re.split(r"[.\[:]", path, maxsplit=1)[0]
+
+
 def settings_from_tree(
     raw: Any, config_path: str | None, config_dir: str, environ: Mapping[str, str]
 ) -> Settings:
-    """Validate an already-parsed config tree and build the resolved ``Settings``."""
+    """Validate an already-parsed config tree and build the resolved ``Settings``.
+
+    Every error is reported together (README §4): a section with a type, unknown-key or ``${VAR}``
+    error is left out of the checks that need it, and the cross-field checks of the sections that
+    did validate still run — so one ``config check`` lists the duplicate agent id next to the typo
+    elsewhere. A section's checks need ``secrets`` (its inputs are resolved first) and, for hooks,
+    the channels; routes also need the agents and hooks. When a dependency has errors, the checks
+    that need it wait for the next ``config check``.
+    """
     if not isinstance(raw, dict):
         raise ConfigError([f"{config_path or 'config'}: expected object, got {json_type(raw)}"])
     errors: list[str] = []
     substituted = substitute_env(raw, "", environ, errors)
     ctx = Context()
-    tree = CONFIG.check(substituted, "", ctx)
+    sections, top_ok = CONFIG.check_fields(substituted, "", ctx)
+    broken = {_section(line) for line in errors} | {k for k, v in sections.items() if v is INVALID}
     errors.extend(ctx.errors)
-    if errors or tree is INVALID:
-        raise ConfigError(_dedupe(errors))
-    for provider in tree["secrets"]["providers"].values():  # a default that is another key's value
-        if provider.get("source") == "exec" and "noOutputTimeoutMs" not in provider:
-            provider["noOutputTimeoutMs"] = provider["timeoutMs"]
-    secrets = resolve_secret_inputs(ctx.secrets, _anchor_provider_paths(tree["secrets"], config_dir), environ)
+    ok = {k for k in sections if k not in broken}
+    tree = {k: v for k, v in sections.items() if k in ok}
+    secrets: dict[str, SecretSource] = {}
+    if "secrets" in ok:
+        for provider in tree["secrets"]["providers"].values():  # a default that is another key's value
+            if provider.get("source") == "exec" and "noOutputTimeoutMs" not in provider:
+                provider["noOutputTimeoutMs"] = provider["timeoutMs"]
+        inputs = [(path, value) for path, value in ctx.secrets if _section(path) in ok]
+        secrets = resolve_secret_inputs(inputs, _anchor_provider_paths(tree["secrets"], config_dir), environ)
+    else:
+        ok.clear()  # every other section's checks read resolved secrets
     warnings: list[str] = []
-    gateway = _gateway(tree["gateway"], secrets, errors)
-    storage = _storage(tree["storage"], config_dir, secrets, errors)
-    if storage.backend == "postgres":
-        warnings.append(POSTGRES_UNAVAILABLE + ": serve and the store commands refuse to start")
-    if storage.redis_url:
+    gateway = _gateway(tree["gateway"], secrets, errors) if "gateway" in ok else None
+    storage = _storage(tree["storage"], config_dir, secrets, errors) if "storage" in ok else None
+    if storage is not None and storage.backend == "postgres":
+        errors.append(POSTGRES_UNAVAILABLE)
+    if storage is not None and storage.redis_url:
         warnings.append(REDIS_UNAVAILABLE)
-    agents = build_agents(tree["agents"], secrets, errors)
-    channels = _channels(tree["channels"], config_dir, secrets)
-    hooks_ctx = HooksContext(
-        config_dir=config_dir,
-        secrets=secrets,
-        gateway_token=gateway.auth_token if gateway.auth_mode == "token" else None,
-        enabled_channels=[c.id for c in channels if c.enabled],
-    )
-    hooks = build_hooks(tree["hooks"], hooks_ctx)
-    errors.extend(hooks_ctx.errors)
-    warnings.extend(hooks_ctx.warnings)
-    routes_ctx = RoutesContext(
-        secrets=secrets, agents=agents, hooks_enabled=hooks.enabled, hooks_base_path=hooks.base_path
-    )
-    webhooks = build_webhooks(tree["plugins"], routes_ctx)
-    errors.extend(routes_ctx.errors)
-    warnings.extend(routes_ctx.warnings)
-    if errors:
-        raise ConfigError(_dedupe(errors), tuple(secrets.values()))
+    agents = build_agents(tree["agents"], secrets, errors) if "agents" in ok else None
+    channels = _channels(tree["channels"], config_dir, secrets) if "channels" in ok else None
+    hooks = None
+    if "hooks" in ok and channels is not None:
+        hooks_ctx = HooksContext(
+            config_dir=config_dir,
+            secrets=secrets,
+            # gateway with errors: the hooks-token-reuse check waits for it
+            gateway_token=gateway.auth_token if gateway is not None and gateway.auth_mode == "token" else None,
+            enabled_channels=[c.id for c in channels if c.enabled],
+        )
+        hooks = build_hooks(tree["hooks"], hooks_ctx)
+        errors.extend(hooks_ctx.errors)
+        warnings.extend(hooks_ctx.warnings)
+    webhooks = None
+    if "plugins" in ok and agents is not None and hooks is not None:
+        routes_ctx = RoutesContext(
+            secrets=secrets, agents=agents, hooks_enabled=hooks.enabled, hooks_base_path=hooks.base_path
+        )
+        webhooks = build_webhooks(tree["plugins"], routes_ctx)
+        errors.extend(routes_ctx.errors)
+        warnings.extend(routes_ctx.warnings)
+    if errors or not top_ok:
+        raise ConfigError(_dedupe(errors), tuple(secrets.values()), tuple(_dedupe(warnings)))
+    assert gateway and storage and agents is not None and channels is not None and hooks and webhooks
     return Settings(
         config_path=config_path,
         config_dir=config_dir,

@@ -49,8 +49,9 @@ class RetentionSettings:
     sweep_seconds: float = 60
 
 
-# The config accepts storage.backend "postgres" (operations.md §4.3); this build has only SQLite.
-POSTGRES_UNAVAILABLE = 'storage.backend "postgres" is not available in this build (SQLite only)'
+# The schema knows storage.backend "postgres" (operations.md §4.3); this build has only SQLite, so
+# the loader reports it as a config error (config check, serve and every store command exit 2).
+POSTGRES_UNAVAILABLE = 'storage.backend: "postgres" is not available in this build (SQLite only)'
 REDIS_UNAVAILABLE = (
     "storage.redis.url: shared limits through Redis are not available in this build; "
     "rate limits and auth lockouts are counted in this process"

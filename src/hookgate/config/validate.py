@@ -190,6 +190,13 @@ class Obj(Node):
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, dict):
             return ctx.error(path, f"expected object, got {json_type(value)}")
+        out, ok = self.check_fields(value, path, ctx)
+        return out if ok and all(v is not INVALID for v in out.values()) else INVALID
+
+    def check_fields(self, value: Mapping[str, Any], path: str, ctx: Context) -> tuple[dict[str, Any], bool]:
+        """Each declared field's checked value (``INVALID`` where it has errors) and whether the
+        object itself is sound (no unknown key, nothing required missing). The loader uses this at
+        the top level so the sections that did validate still get their cross-field checks."""
         out: dict[str, Any] = {}
         ok = True
         for key, item in value.items():
@@ -199,7 +206,6 @@ class Obj(Node):
                 ok = False
                 continue
             out[key] = spec.node.check(item, join(path, key), ctx)
-            ok = ok and out[key] is not INVALID
         for key, spec in self.fields.items():
             if key in out:
                 continue
@@ -210,7 +216,7 @@ class Obj(Node):
                 out[key] = spec.node.check({}, join(path, key), ctx)
             elif spec.default is not MISSING:
                 out[key] = _copy(spec.default)
-        return out if ok else INVALID
+        return out, ok
 
 
 def _copy(value: Any) -> Any:

@@ -288,16 +288,18 @@ def test_storage_settings(kit: Kit, tmp_path: Path) -> None:
     assert s.storage.sqlite_path == str(tmp_path / "data" / "hg.db")
     assert s.storage.durability == "normal"
     assert kit.errors({"storage": {"backend": "postgres"}}) == [
-        'storage.postgres.dsn: required when storage.backend is "postgres"'
+        'storage.postgres.dsn: required when storage.backend is "postgres"',
+        'storage.backend: "postgres" is not available in this build (SQLite only)',
     ]
     assert kit.errors({"storage": {"redis": {"url": {"source": "env", "id": "REDIS_URL"}}}}) == [
         'storage.redis.url: Environment variable "REDIS_URL" is missing or empty.'
     ]
-    pg = kit.load(
-        {"storage": {"backend": "postgres", "postgres": {"dsn": "${DSN}"}}},
-        {"DSN": "postgresql://u:p@h/db"},
-    )
+    # the schema knows the PostgreSQL keys (a dsn resolves), but this build refuses the backend
+    pg = kit.load({"storage": {"postgres": {"dsn": "${DSN}"}}}, {"DSN": "postgresql://u:p@h/db"})
     assert pg.storage.postgres_dsn == "postgresql://u:p@h/db"
+    assert kit.errors(
+        {"storage": {"backend": "postgres", "postgres": {"dsn": "${DSN}"}}}, {"DSN": "postgresql://u:p@h/db"}
+    ) == ['storage.backend: "postgres" is not available in this build (SQLite only)']
 
 
 def test_config_dir_is_file_dir(kit: Kit, tmp_path: Path) -> None:
@@ -307,3 +309,77 @@ def test_config_dir_is_file_dir(kit: Kit, tmp_path: Path) -> None:
     s = load_settings("etc/hookgate.json5", {}, cwd=str(tmp_path))
     assert s.config_path == str(path) and s.config_dir == str(sub)
     assert os.path.isabs(s.storage.sqlite_path)
+
+
+# --- every error in one pass (README §4: "All errors found are reported") ----------------------------
+
+ROUTE = {"path": "/hooks/x", "sessionKey": "agent:main:x", "secret": "s"}
+
+
+def _routes(**routes: dict[str, str]) -> dict[str, object]:
+    return {"entries": {"webhooks": {"config": {"routes": routes}}}}
+
+
+def test_cross_field_errors_of_sound_sections_are_reported_next_to_type_errors(kit: Kit) -> None:
+    """A type error in one section does not hide the duplicate agent id, the route that shadows the
+    hook ingress or the unknown preset of the others: one `config check` lists them all."""
+    with pytest.raises(ConfigError) as info:
+        kit.load({
+            "gateway": {"port": "x"},
+            "agents": {"list": [{"id": "a"}, {"id": "a"}]},
+            "hooks": {"enabled": True, "token": "t0ken-abc", "presets": ["nosuch"]},
+            "plugins": _routes(r1=ROUTE),
+            "bogus": 1,
+        })
+    assert info.value.lines == [
+        "gateway.port: expected integer, got string",
+        "bogus: unknown key",
+        "agents.list[1].id: duplicates agents.list[0].id (a)",
+        "plugins.entries.webhooks.config.routes.r1.path conflicts with hooks.path (/hooks).",
+    ]
+    assert info.value.warnings == ("unknown hooks preset: nosuch",)
+
+
+def test_a_section_with_errors_skips_only_the_checks_that_need_it(kit: Kit) -> None:
+    # gateway itself has a type error, so its own cross-field check (the proxy list) waits, and the
+    # hooks token is not compared with a gateway token that did not validate — no guessed errors
+    assert kit.errors({
+        "gateway": {"port": True, "trustedProxies": ["nope"], "auth": {"mode": "token", "token": "same-token"}},
+        "hooks": {"enabled": True, "token": "same-token"},
+    }) == ["gateway.port: expected integer, got boolean"]
+    assert kit.errors({
+        "gateway": {"trustedProxies": ["nope"], "auth": {"mode": "token", "token": "same-token"}},
+        "hooks": {"enabled": True, "token": "same-token"},
+    }) == [  # the same config with gateway sound: both checks that waited
+        'gateway.trustedProxies[0]: invalid IP address or CIDR "nope"',
+        "hooks.token must not match gateway auth token. Set a distinct hooks.token for hook ingress.",
+    ]
+    # a ${VAR} error breaks its section like a type error: the routes that need hooks wait too,
+    # while agents (which need neither) are still checked
+    assert kit.errors({
+        "agents": {"list": [{"id": "a"}, {"id": "a"}]},
+        "hooks": {"enabled": True, "token": "${HOOKS_TOKEN}"},
+        "plugins": _routes(r1=ROUTE),
+    }) == [
+        'hooks.token: environment variable "HOOKS_TOKEN" is not set',
+        "agents.list[1].id: duplicates agents.list[0].id (a)",
+    ]
+    # routes wait for the agents their session keys are checked against; once the agents are sound
+    # the route error shows
+    routes = _routes(r1={**ROUTE, "path": "/plugins/x"}, r2={**ROUTE, "path": "/plugins/x"})
+    assert kit.errors({"agents": {"list": [{"id": 5}]}, "plugins": routes}) == [
+        "agents.list[0].id: expected string, got integer"
+    ]
+    assert kit.errors({"agents": {"list": [{"id": "a"}]}, "plugins": routes}) == [
+        "plugins.entries.webhooks.config.routes.r2.path conflicts with routes.r1.path (/plugins/x)."
+    ]
+
+
+def test_a_broken_secrets_section_holds_back_every_check_that_reads_a_secret(kit: Kit) -> None:
+    """Without valid providers no secret resolves; reporting 'required' or 'missing' for each input
+    would be noise the next pass takes back, so only the schema errors are listed."""
+    assert kit.errors({
+        "secrets": {"providers": {"vault": {"source": "nosuch"}}},
+        "gateway": {"auth": {"mode": "token", "token": {"source": "env", "provider": "vault", "id": "GW"}}},
+        "agents": {"list": [{"id": "a"}, {"id": "a"}]},
+    }) == ['secrets.providers.vault.source: expected one of "env", "file", "exec", got "nosuch"']
