@@ -34,7 +34,7 @@ from hookgate.config.settings import (
     Settings,
     StorageSettings,
 )
-from hookgate.config.validate import INVALID, Context, Map, Secret, join, json_type
+from hookgate.config.validate import INVALID, UNSET, Context, Map, Secret, join, json_type
 from hookgate.errors import ConfigError
 
 CONFIG_ENV = "HOOKGATE_CONFIG"
@@ -55,9 +55,14 @@ def locate_config(flag: str | None, environ: Mapping[str, str], cwd: str) -> str
     return os.path.abspath(default) if os.path.isfile(default) else None
 
 
-def substitute_env(value: Any, path: str, environ: Mapping[str, str], errors: list[str]) -> Any:
-    """Replace ``${NAME}`` in every string value (never keys); ``$${`` → a literal ``${``."""
+def substitute_env(
+    value: Any, path: str, environ: Mapping[str, str], errors: list[str], *, mark_unset: bool = False
+) -> Any:
+    """Replace ``${NAME}`` in every string value (never keys); ``$${`` → a literal ``${``.
+
+    ``mark_unset``: a string naming an unset variable becomes ``UNSET`` (the repair pass)."""
     if isinstance(value, str):
+        before = len(errors)
 
         def repl(match: re.Match[str]) -> str:
             name = match.group(1)
@@ -68,11 +73,14 @@ def substitute_env(value: Any, path: str, environ: Mapping[str, str], errors: li
                 return match.group(0)
             return environ[name]
 
-        return _ENV_REF.sub(repl, value)
+        out = _ENV_REF.sub(repl, value)
+        return UNSET if mark_unset and len(errors) > before else out
     if isinstance(value, dict):
-        return {k: substitute_env(v, join(path, str(k)), environ, errors) for k, v in value.items()}
+        return {k: substitute_env(v, join(path, str(k)), environ, errors, mark_unset=mark_unset)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute_env(v, f"{path}[{i}]", environ, errors) for i, v in enumerate(value)]
+        return [substitute_env(v, f"{path}[{i}]", environ, errors, mark_unset=mark_unset)
+                for i, v in enumerate(value)]
     return value
 
 
@@ -223,17 +231,37 @@ def _section(path: str) -> str:
     return re.split(r"[.\[:]", path, maxsplit=1)[0]
 
 
+_PATH_PARENT = re.compile(r"(?:\.[^.\[]*|\[\d+\])$")
+
+
+def _repair_patterns(repaired: list[str]) -> list[re.Pattern[str]]:
+    """What a cross-field line must not name once ``repaired`` (key paths a repair pass replaced by
+    their defaults) are set aside: a replaced key or anything below it, or an object above it
+    (inside its section) named as a whole — ``routes.ci: secret or auth is required`` when
+    ``routes.ci.secret`` had the wrong type. Such a line would be about the default, not the file."""
+    patterns = []
+    for path in repaired:
+        patterns.append(re.compile(re.escape(path) + r"(?![\w-])"))
+        parent = _PATH_PARENT.sub("", path)
+        while parent and parent != _section(parent):
+            patterns.append(re.compile(re.escape(parent) + r"(?![\w.\[-])"))
+            parent = _PATH_PARENT.sub("", parent)
+    return patterns
+
+
 def settings_from_tree(
     raw: Any, config_path: str | None, config_dir: str, environ: Mapping[str, str]
 ) -> Settings:
     """Validate an already-parsed config tree and build the resolved ``Settings``.
 
-    Every error is reported together (README §4): a section with a type, unknown-key or ``${VAR}``
-    error is left out of the checks that need it, and the cross-field checks of the sections that
-    did validate still run — so one ``config check`` lists the duplicate agent id next to the typo
-    elsewhere. A section's checks need ``secrets`` (its inputs are resolved first) and, for hooks,
-    the channels; routes also need the agents and hooks. When a dependency has errors, the checks
-    that need it wait for the next ``config check``.
+    Every error is reported together (README §4). The schema pass finds every type, unknown-key and
+    ``${VAR}`` error. A section that had one is checked a second time in a *repair* pass, where each
+    key in error takes its default (or is left out), so that its own cross-field checks still run —
+    the duplicate agent id next to a wrong ``agents.defaults`` value — while any line they produce
+    that names a repaired key is dropped (it would be about the default). Sections that need another
+    one use it only when it had no error: every section's secrets are resolved first (so a
+    ``secrets`` section in error holds every other check back), hooks need the channels, routes the
+    agents and hooks, and hooks compare their token with a gateway token that validated.
     """
     if not isinstance(raw, dict):
         raise ConfigError([f"{config_path or 'config'}: expected object, got {json_type(raw)}"])
@@ -243,46 +271,61 @@ def settings_from_tree(
     sections, top_ok = CONFIG.check_fields(substituted, "", ctx)
     broken = {_section(line) for line in errors} | {k for k, v in sections.items() if v is INVALID}
     errors.extend(ctx.errors)
-    ok = {k for k in sections if k not in broken}
-    tree = {k: v for k, v in sections.items() if k in ok}
+    sound = {k for k in sections if k not in broken}  # validated: what other sections may rely on
+    tree = {k: v for k, v in sections.items() if k in sound}
+    inputs = [(path, value) for path, value in ctx.secrets if _section(path) in sound]
+    repaired: list[str] = []
+    if "secrets" in sound:
+        for key in sorted(broken & set(raw) & set(CONFIG.fields), key=list(CONFIG.fields).index):
+            rctx = Context(repair=True)
+            value = substitute_env(raw[key], key, environ, [], mark_unset=True)
+            value = CONFIG.fields[key].node.check(value, key, rctx)
+            if value is not INVALID:
+                tree[key] = value
+                repaired.extend(rctx.repaired)
+                inputs.extend(rctx.secrets)
+    checked = set(tree) if "secrets" in sound else set()  # every section's checks read resolved secrets
     secrets: dict[str, SecretSource] = {}
-    if "secrets" in ok:
+    if "secrets" in sound:
         for provider in tree["secrets"]["providers"].values():  # a default that is another key's value
             if provider.get("source") == "exec" and "noOutputTimeoutMs" not in provider:
                 provider["noOutputTimeoutMs"] = provider["timeoutMs"]
-        inputs = [(path, value) for path, value in ctx.secrets if _section(path) in ok]
         secrets = resolve_secret_inputs(inputs, _anchor_provider_paths(tree["secrets"], config_dir), environ)
-    else:
-        ok.clear()  # every other section's checks read resolved secrets
+    found: list[str] = []  # the cross-field errors
     warnings: list[str] = []
-    gateway = _gateway(tree["gateway"], secrets, errors) if "gateway" in ok else None
-    storage = _storage(tree["storage"], config_dir, secrets, errors) if "storage" in ok else None
+    gateway = _gateway(tree["gateway"], secrets, found) if "gateway" in checked else None
+    storage = _storage(tree["storage"], config_dir, secrets, found) if "storage" in checked else None
     if storage is not None and storage.backend == "postgres":
-        errors.append(POSTGRES_UNAVAILABLE)
+        found.append(POSTGRES_UNAVAILABLE)
     if storage is not None and storage.redis_url:
         warnings.append(REDIS_UNAVAILABLE)
-    agents = build_agents(tree["agents"], secrets, errors) if "agents" in ok else None
-    channels = _channels(tree["channels"], config_dir, secrets) if "channels" in ok else None
+    agents = build_agents(tree["agents"], secrets, found) if "agents" in checked else None
+    channels = _channels(tree["channels"], config_dir, secrets) if "channels" in checked else None
     hooks = None
-    if "hooks" in ok and channels is not None:
+    if "hooks" in checked and channels is not None and "channels" in sound:
         hooks_ctx = HooksContext(
             config_dir=config_dir,
             secrets=secrets,
-            # gateway with errors: the hooks-token-reuse check waits for it
-            gateway_token=gateway.auth_token if gateway is not None and gateway.auth_mode == "token" else None,
+            gateway_token=(gateway.auth_token if gateway is not None and "gateway" in sound
+                           and gateway.auth_mode == "token" else None),
             enabled_channels=[c.id for c in channels if c.enabled],
         )
         hooks = build_hooks(tree["hooks"], hooks_ctx)
-        errors.extend(hooks_ctx.errors)
+        found.extend(hooks_ctx.errors)
         warnings.extend(hooks_ctx.warnings)
     webhooks = None
-    if "plugins" in ok and agents is not None and hooks is not None:
+    if "plugins" in checked and agents is not None and hooks is not None and {"agents", "hooks"} <= sound:
         routes_ctx = RoutesContext(
             secrets=secrets, agents=agents, hooks_enabled=hooks.enabled, hooks_base_path=hooks.base_path
         )
         webhooks = build_webhooks(tree["plugins"], routes_ctx)
-        errors.extend(routes_ctx.errors)
+        found.extend(routes_ctx.errors)
         warnings.extend(routes_ctx.warnings)
+    if repaired:
+        patterns = _repair_patterns(repaired)
+        found = [line for line in found if not any(p.search(line) for p in patterns)]
+        warnings = [line for line in warnings if not any(p.search(line) for p in patterns)]
+    errors.extend(found)
     if errors or not top_ok:
         raise ConfigError(_dedupe(errors), tuple(secrets.values()), tuple(_dedupe(warnings)))
     assert gateway and storage and agents is not None and channels is not None and hooks and webhooks

@@ -27,12 +27,26 @@ INVALID: Final = _Invalid()
 MISSING: Final = _Missing()
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()  # a value whose ``${VAR}`` is not set, in a repair pass: fails every node
+
+
 @dataclass
 class Context:
-    """Errors found so far and every secret input seen (key path, raw value)."""
+    """Errors found so far and every secret input seen (key path, raw value).
+
+    ``repair=True`` (a second pass over a section that had errors, so that its cross-field checks
+    can still run): an object's field that does not validate takes its default, or is left out when
+    it has none, and its key path is recorded in ``repaired``; unknown keys are left out."""
 
     errors: list[str] = field(default_factory=list)
     secrets: list[tuple[str, Any]] = field(default_factory=list)
+    repair: bool = False
+    repaired: list[str] = field(default_factory=list)
 
     def error(self, path: str, message: str) -> _Invalid:
         self.errors.append(f"{path}: {message}")
@@ -87,6 +101,8 @@ class Bool(Node):
 
 class AnyValue(Node):
     def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if value is UNSET:
+            return ctx.error(path, "environment variable not set")
         return value
 
 
@@ -203,9 +219,13 @@ class Obj(Node):
             spec = self.fields.get(key)
             if spec is None:
                 ctx.error(join(path, key), "unknown key")
-                ok = False
+                ok = ok and ctx.repair
                 continue
-            out[key] = spec.node.check(item, join(path, key), ctx)
+            checked = spec.node.check(item, join(path, key), ctx)
+            if checked is INVALID and ctx.repair and not spec.required:
+                ctx.repaired.append(join(path, key))
+                continue  # as if absent: its default, if it has one, below
+            out[key] = checked
         for key, spec in self.fields.items():
             if key in out:
                 continue

@@ -341,12 +341,12 @@ def test_cross_field_errors_of_sound_sections_are_reported_next_to_type_errors(k
 
 
 def test_a_section_with_errors_skips_only_the_checks_that_need_it(kit: Kit) -> None:
-    # gateway itself has a type error, so its own cross-field check (the proxy list) waits, and the
-    # hooks token is not compared with a gateway token that did not validate — no guessed errors
+    # gateway has a type error: its own cross-field check (the proxy list) still runs, on the rest
+    # of the section, but the hooks token is not compared with a gateway section in error
     assert kit.errors({
         "gateway": {"port": True, "trustedProxies": ["nope"], "auth": {"mode": "token", "token": "same-token"}},
         "hooks": {"enabled": True, "token": "same-token"},
-    }) == ["gateway.port: expected integer, got boolean"]
+    }) == ["gateway.port: expected integer, got boolean", 'gateway.trustedProxies[0]: invalid IP address or CIDR "nope"']
     assert kit.errors({
         "gateway": {"trustedProxies": ["nope"], "auth": {"mode": "token", "token": "same-token"}},
         "hooks": {"enabled": True, "token": "same-token"},
@@ -383,3 +383,42 @@ def test_a_broken_secrets_section_holds_back_every_check_that_reads_a_secret(kit
         "gateway": {"auth": {"mode": "token", "token": {"source": "env", "provider": "vault", "id": "GW"}}},
         "agents": {"list": [{"id": "a"}, {"id": "a"}]},
     }) == ['secrets.providers.vault.source: expected one of "env", "file", "exec", got "nosuch"']
+
+
+def test_a_section_in_error_is_still_cross_checked_with_its_bad_keys_set_aside(kit: Kit) -> None:
+    """The repair pass: a key in error takes its default (or is left out) so the rest of its section
+    is still checked, and no line about the stand-in is reported."""
+    # a type error and an unknown key, each next to a cross-field error of the same section
+    assert kit.errors({"hooks": {"enabled": True, "token": "t", "matc": 1, "path": "/"}}) == [
+        "hooks.matc: unknown key",
+        "hooks.path may not be '/'",
+    ]
+    assert kit.errors({
+        "hooks": {"enabled": True, "token": "t", "path": "/",
+                  "mappings": [{"match": {"path": "a"}, "action": "wake", "textTemplate": 5}]},
+    }) == ["hooks.mappings[0].textTemplate: expected string, got integer", "hooks.path may not be '/'"]
+    # the key in error is not reported again as missing: not "required when mode is token", not
+    # "hooks.enabled requires hooks.token" for a token whose ${VAR} is unset
+    assert kit.errors({"gateway": {"auth": {"mode": "token", "token": 5}}}) == [
+        "gateway.auth.token: expected string or SecretRef object, got integer"
+    ]
+    assert kit.errors({"hooks": {"enabled": True, "token": "${T}", "path": "/"}}) == [
+        'hooks.token: environment variable "T" is not set',
+        "hooks.path may not be '/'",
+    ]
+    # nor the object holding it, named as a whole ("routes.r1: secret or auth is required"); the
+    # other routes are still checked against each other
+    assert kit.errors({"plugins": _routes(
+        r1={**ROUTE, "path": "/plugins/a", "secret": 5},
+        r2={**ROUTE, "path": "/plugins/b"},
+        r3={**ROUTE, "path": "/plugins/b"},
+    )}) == [
+        "plugins.entries.webhooks.config.routes.r1.secret: expected string or SecretRef object, got integer",
+        "plugins.entries.webhooks.config.routes.r3.path conflicts with routes.r2.path (/plugins/b).",
+    ]
+    # warnings of the rest of the section too
+    with pytest.raises(ConfigError) as info:
+        kit.load({"hooks": {"enabled": True, "token": "t", "presets": "gmail", "mappings": [
+            {"match": {"path": "a"}, "action": "wake", "textTemplate": "x", "channel": "nosuch"}]}})
+    assert info.value.lines == ["hooks.presets: expected array, got string"]
+    assert info.value.warnings == ('hooks.mappings[0].channel: channel "nosuch" is not configured',)
