@@ -55,12 +55,11 @@ def locate_config(flag: str | None, environ: Mapping[str, str], cwd: str) -> str
     return os.path.abspath(default) if os.path.isfile(default) else None
 
 
-def substitute_env(
-    value: Any, path: str, environ: Mapping[str, str], errors: list[str], *, mark_unset: bool = False
-) -> Any:
+def substitute_env(value: Any, path: str, environ: Mapping[str, str], errors: list[str]) -> Any:
     """Replace ``${NAME}`` in every string value (never keys); ``$${`` → a literal ``${``.
 
-    ``mark_unset``: a string naming an unset variable becomes ``UNSET`` (the repair pass)."""
+    A string naming an unset variable becomes ``UNSET`` (after its error line), which fails every
+    schema node without a second line about the ``${NAME}`` text."""
     if isinstance(value, str):
         before = len(errors)
 
@@ -74,13 +73,11 @@ def substitute_env(
             return environ[name]
 
         out = _ENV_REF.sub(repl, value)
-        return UNSET if mark_unset and len(errors) > before else out
+        return UNSET if len(errors) > before else out
     if isinstance(value, dict):
-        return {k: substitute_env(v, join(path, str(k)), environ, errors, mark_unset=mark_unset)
-                for k, v in value.items()}
+        return {k: substitute_env(v, join(path, str(k)), environ, errors) for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute_env(v, f"{path}[{i}]", environ, errors, mark_unset=mark_unset)
-                for i, v in enumerate(value)]
+        return [substitute_env(v, f"{path}[{i}]", environ, errors) for i, v in enumerate(value)]
     return value
 
 
@@ -151,6 +148,8 @@ def _storage(
     if tree["backend"] == "postgres" and "dsn" not in tree["postgres"]:
         errors.append('storage.postgres.dsn: required when storage.backend is "postgres"')
     sqlite, postgres, redis, ret = tree["sqlite"], tree["postgres"], tree["redis"], tree["retention"]
+    if not sqlite["path"].strip():  # it would name the config directory: serve could not open it
+        errors.append("storage.sqlite.path: must not be empty")
     return StorageSettings(
         backend=tree["backend"],
         sqlite_path=resolve_config_path(config_dir, sqlite["path"]),
@@ -231,22 +230,10 @@ def _section(path: str) -> str:
     return re.split(r"[.\[:]", path, maxsplit=1)[0]
 
 
-_PATH_PARENT = re.compile(r"(?:\.[^.\[]*|\[\d+\])$")
-
-
-def _repair_patterns(repaired: list[str]) -> list[re.Pattern[str]]:
-    """What a cross-field line must not name once ``repaired`` (key paths a repair pass replaced by
-    their defaults) are set aside: a replaced key or anything below it, or an object above it
-    (inside its section) named as a whole — ``routes.ci: secret or auth is required`` when
-    ``routes.ci.secret`` had the wrong type. Such a line would be about the default, not the file."""
-    patterns = []
-    for path in repaired:
-        patterns.append(re.compile(re.escape(path) + r"(?![\w-])"))
-        parent = _PATH_PARENT.sub("", path)
-        while parent and parent != _section(parent):
-            patterns.append(re.compile(re.escape(parent) + r"(?![\w.\[-])"))
-            parent = _PATH_PARENT.sub("", parent)
-    return patterns
+def _names_set_aside(line: str, repaired: list[str]) -> bool:
+    """Whether a cross-field line names a key the repair pass set aside, or anything below it: such
+    a line would be about the stand-in default, not the file."""
+    return any(re.search(re.escape(path) + r"(?![\w-])", line) for path in repaired)
 
 
 def settings_from_tree(
@@ -258,10 +245,13 @@ def settings_from_tree(
     ``${VAR}`` error. A section that had one is checked a second time in a *repair* pass, where each
     key in error takes its default (or is left out), so that its own cross-field checks still run —
     the duplicate agent id next to a wrong ``agents.defaults`` value — while any line they produce
-    that names a repaired key is dropped (it would be about the default). Sections that need another
-    one use it only when it had no error: every section's secrets are resolved first (so a
-    ``secrets`` section in error holds every other check back), hooks need the channels, routes the
-    agents and hooks, and hooks compare their token with a gateway token that validated.
+    that names a repaired key is dropped (it would be about the default). Keys the rest of their
+    object is read by (``pivotal``: an ``action``, an ``enabled``, a route's path and secret, the
+    secret providers) are never replaced: their object is set aside instead, as is a list with an
+    entry in error (a map's entry in error is left out). Sections that need another one use it only
+    when it had no error — hooks the channels, routes the agents and hooks, the hooks-token
+    comparison the gateway — except ``secrets``: every section's secrets are resolved first, so a
+    ``secrets`` section whose providers are in error holds every other check back.
     """
     if not isinstance(raw, dict):
         raise ConfigError([f"{config_path or 'config'}: expected object, got {json_type(raw)}"])
@@ -275,18 +265,18 @@ def settings_from_tree(
     tree = {k: v for k, v in sections.items() if k in sound}
     inputs = [(path, value) for path, value in ctx.secrets if _section(path) in sound]
     repaired: list[str] = []
-    if "secrets" in sound:
-        for key in sorted(broken & set(raw) & set(CONFIG.fields), key=list(CONFIG.fields).index):
-            rctx = Context(repair=True)
-            value = substitute_env(raw[key], key, environ, [], mark_unset=True)
-            value = CONFIG.fields[key].node.check(value, key, rctx)
-            if value is not INVALID:
-                tree[key] = value
-                repaired.extend(rctx.repaired)
-                inputs.extend(rctx.secrets)
-    checked = set(tree) if "secrets" in sound else set()  # every section's checks read resolved secrets
+    for key in sorted(broken & set(raw) & set(CONFIG.fields), key=list(CONFIG.fields).index):
+        rctx = Context(repair=True)
+        value = CONFIG.fields[key].node.check(substituted[key], key, rctx)
+        if value is not INVALID:
+            tree[key] = value
+            repaired.extend(rctx.repaired)
+            inputs.extend(rctx.secrets)
+    # every section's checks read resolved secrets; a repaired ``secrets`` section still has its
+    # providers and defaults as written (they are pivotal), only a resolution limit may be a default
+    checked = set(tree) if "secrets" in tree else set()
     secrets: dict[str, SecretSource] = {}
-    if "secrets" in sound:
+    if "secrets" in tree:
         for provider in tree["secrets"]["providers"].values():  # a default that is another key's value
             if provider.get("source") == "exec" and "noOutputTimeoutMs" not in provider:
                 provider["noOutputTimeoutMs"] = provider["timeoutMs"]
@@ -322,9 +312,8 @@ def settings_from_tree(
         found.extend(routes_ctx.errors)
         warnings.extend(routes_ctx.warnings)
     if repaired:
-        patterns = _repair_patterns(repaired)
-        found = [line for line in found if not any(p.search(line) for p in patterns)]
-        warnings = [line for line in warnings if not any(p.search(line) for p in patterns)]
+        found = [line for line in found if not _names_set_aside(line, repaired)]
+        warnings = [line for line in warnings if not _names_set_aside(line, repaired)]
     errors.extend(found)
     if errors or not top_ok:
         raise ConfigError(_dedupe(errors), tuple(secrets.values()), tuple(_dedupe(warnings)))

@@ -35,6 +35,28 @@ MAX_RUN_TIMEOUT_SECONDS = 172_800
 DEFAULT_PROVIDER = "default"
 DEFAULT_HEARTBEAT_EVERY = "30m"
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+class HeaderValue(Str):
+    """A configured HTTP header value: printable ASCII, tabs allowed (no line breaks, no bytes an
+    HTTP client would refuse to send — refused at startup, not retried at every delivery)."""
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        value = super().check(value, path, ctx)
+        if isinstance(value, str) and not _HEADER_VALUE.fullmatch(value):
+            return ctx.error(path, "invalid HTTP header value (printable ASCII only)")
+        return value
+
+
+def _header_name(key: str, path: str, ctx: Context) -> bool:
+    if _HEADER_NAME.fullmatch(key):
+        return True
+    ctx.error(path, "invalid HTTP header name")
+    return False
+
+
 # --- gateway (README §3–§7) -----------------------------------------------------------------------
 GATEWAY = Obj(
     {
@@ -45,7 +67,7 @@ GATEWAY = Obj(
         "allowRealIpFallback": F(Bool(), False),
         "compat": F(Obj({"acceptOpenclawHeaders": F(Bool(), True)}), fill=True),
         "http": F(
-            Obj({"securityHeaders": F(Obj({"strictTransportSecurity": F(Str())}), fill=True)}),
+            Obj({"securityHeaders": F(Obj({"strictTransportSecurity": F(HeaderValue())}), fill=True)}),
             fill=True,
         ),
         "reload": F(Obj({"watch": F(Bool(), False)}), fill=True),
@@ -134,7 +156,7 @@ SECRET_PROVIDER = Tagged(
 )
 SECRETS = Obj(
     {
-        "providers": F(Map(SECRET_PROVIDER), {}),
+        "providers": F(Map(SECRET_PROVIDER), {}, pivotal=True),
         "defaults": F(
             Obj(
                 {
@@ -144,6 +166,7 @@ SECRETS = Obj(
                 }
             ),
             fill=True,
+            pivotal=True,
         ),
         "resolution": F(
             Obj(
@@ -160,28 +183,6 @@ SECRETS = Obj(
 
 # --- agents (model.md §7–§9) ----------------------------------------------------------------------
 _REQUEST_TIMEOUT = Num(gt=0)
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
-
-
-class HeaderValue(Str):
-    """A configured HTTP header value: printable ASCII, tabs allowed (no line breaks, no bytes an
-    HTTP client would refuse to send — refused at startup, not retried at every delivery)."""
-
-    def check(self, value: Any, path: str, ctx: Context) -> Any:
-        value = super().check(value, path, ctx)
-        if isinstance(value, str) and not _HEADER_VALUE.fullmatch(value):
-            return ctx.error(path, "invalid HTTP header value (printable ASCII only)")
-        return value
-
-
-def _header_name(key: str, path: str, ctx: Context) -> bool:
-    if _HEADER_NAME.fullmatch(key):
-        return True
-    ctx.error(path, "invalid HTTP header name")
-    return False
-
-
 HEADERS = Map(Sensitive(HeaderValue()), key_check=_header_name)  # values may be API keys
 RUNTIME = Tagged(
     "kind",
@@ -285,7 +286,7 @@ DEFAULT_RETRY_MAX_ATTEMPTS = 6
 
 def _channel(keys: dict[str, Field]) -> Obj:
     common = {
-        "enabled": F(Bool(), True),
+        "enabled": F(Bool(), True, pivotal=True),
         "defaultTo": F(Str()),
         "retry": F(Obj({"maxAttempts": F(Int(1, 100), DEFAULT_RETRY_MAX_ATTEMPTS)}), fill=True),
     }
@@ -361,7 +362,7 @@ MAPPING = Obj(
     {
         "id": F(Str()),
         "match": F(Obj({"path": F(Str()), "source": F(Str())})),
-        "action": F(Enum(("wake", "agent")), "agent"),
+        "action": F(Enum(("wake", "agent")), "agent", pivotal=True),
         "wakeMode": F(Enum(("now", "next-heartbeat")), "now"),
         "name": F(Str()),
         "agentId": F(Str()),
@@ -375,12 +376,12 @@ MAPPING = Obj(
         "model": F(Str()),
         "thinking": F(Str()),
         "timeoutSeconds": F(Int(1)),
-        "transform": F(Obj({"module": F(Str()), "export": F(Str())})),
+        "transform": F(Obj({"module": F(Str()), "export": F(Str())}), pivotal=True),
     }
 )
 HOOKS = Obj(
     {
-        "enabled": F(Bool(), False),
+        "enabled": F(Bool(), False, pivotal=True),
         "token": F(Secret()),
         "path": F(Str(), "/hooks"),
         "maxBodyBytes": F(Int(1, MAX_BODY_BYTES), 262_144),
@@ -390,7 +391,7 @@ HOOKS = Obj(
         "allowedSessionKeyPrefixes": F(Arr(Str())),
         "allowedAgentIds": F(Arr(Str())),
         "presets": F(Arr(Str()), []),
-        "transformsDir": F(Str()),
+        "transformsDir": F(Str(), pivotal=True),
         "mappings": F(Arr(MAPPING), []),
         "gmail": F(GMAIL, fill=True),
         "idempotencyTtlSeconds": F(Int(1, 86_400), 300),
@@ -427,11 +428,11 @@ ROUTE_AUTH = Obj(
 )
 ROUTE = Obj(
     {
-        "enabled": F(Bool(), True),
-        "path": F(Str()),
+        "enabled": F(Bool(), True, pivotal=True),
+        "path": F(Str(), pivotal=True),
         "sessionKey": F(Str()),
-        "secret": F(Secret()),
-        "auth": F(ROUTE_AUTH),
+        "secret": F(Secret(), pivotal=True),
+        "auth": F(ROUTE_AUTH, pivotal=True),
         "controllerId": F(Str()),
         "description": F(Str()),
         "execute": F(Bool(), False),
@@ -441,7 +442,7 @@ ROUTE = Obj(
 )
 WEBHOOKS_ENTRY = Obj(
     {
-        "enabled": F(Bool(), True),
+        "enabled": F(Bool(), True, pivotal=True),
         "config": F(
             Obj(
                 {

@@ -99,7 +99,7 @@ def _read_secret_file(cfg: Mapping[str, Any]) -> tuple[str | None, str | None]:
     path = os.path.expanduser(str(cfg["path"]))
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path, which no file has
         return None, "not found"
     if not os.path.isfile(path):
         return None, "not found"
@@ -174,7 +174,7 @@ def _command_problem(cfg: Mapping[str, Any], command: str) -> str | None:
         return "not absolute"
     try:
         lst = os.lstat(command)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path, which no file has
         return "not found"
     if os.path.islink(command) and not cfg.get("allowSymlinkCommand", False):
         return "symlink"
@@ -343,6 +343,10 @@ def _resolve_exec(
     except OSError:
         out.update(
             {i: (None, f'Exec provider "{name}" cannot run {command}: not executable.') for i in valid}
+        )
+    except ValueError:  # what exec refuses before running: a NUL in an argument, an invalid env name
+        out.update(
+            {i: (None, f'Exec provider "{name}" cannot run {command}: invalid args or env.') for i in valid}
         )
     return out
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from hookgate.jsonbody import out_of_int64
+
 
 class _Invalid:
     def __repr__(self) -> str:
@@ -52,6 +54,12 @@ class Context:
         self.errors.append(f"{path}: {message}")
         return INVALID
 
+    def type_error(self, path: str, expected: str, value: object) -> _Invalid:
+        """``expected <type>, got <type>`` — nothing for ``UNSET``: its ``${VAR}`` error says it."""
+        if value is UNSET:
+            return INVALID
+        return self.error(path, f"expected {expected}, got {json_type(value)}")
+
 
 def json_type(value: object) -> str:
     """The JSON type name used in ``expected <type>, got <type>``."""
@@ -88,21 +96,23 @@ class Node:
 class Str(Node):
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, str):
-            return ctx.error(path, f"expected string, got {json_type(value)}")
+            return ctx.type_error(path, "string", value)
         return value
 
 
 class Bool(Node):
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, bool):
-            return ctx.error(path, f"expected boolean, got {json_type(value)}")
+            return ctx.type_error(path, "boolean", value)
         return value
 
 
 class AnyValue(Node):
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if value is UNSET:
-            return ctx.error(path, "environment variable not set")
+            return INVALID  # its ${VAR} error says it
+        if out_of_int64(value):  # free values are encoded as JSON (configHash, a model's params)
+            return ctx.error(path, "integer out of range")
         return value
 
 
@@ -118,11 +128,13 @@ class Num(Node):
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             kind = "integer" if self.integer else "number"
-            return ctx.error(path, f"expected {kind}, got {json_type(value)}")
+            return ctx.type_error(path, kind, value)
         if self.integer and not isinstance(value, int):
-            return ctx.error(path, f"expected integer, got {json_type(value)}")
+            return ctx.type_error(path, "integer", value)
         if isinstance(value, float) and not math.isfinite(value):
             return ctx.error(path, "expected a finite number")
+        if isinstance(value, int) and out_of_int64(value):
+            return ctx.error(path, "integer out of range")
         if self.gt is not None and not value > self.gt:
             return ctx.error(path, f"must be greater than {_fmt(self.gt)}")
         if self.lo is not None and self.hi is not None and not self.lo <= value <= self.hi:
@@ -142,7 +154,7 @@ class Enum(Node):
 
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, str):
-            return ctx.error(path, f"expected string, got {json_type(value)}")
+            return ctx.type_error(path, "string", value)
         if value not in self.values:
             options = ", ".join(f'"{v}"' for v in self.values)
             return ctx.error(path, f'expected one of {options}, got "{value}"')
@@ -157,7 +169,7 @@ class Arr(Node):
 
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, list):
-            return ctx.error(path, f"expected array, got {json_type(value)}")
+            return ctx.type_error(path, "array", value)
         out = [self.item.check(v, f"{path}[{i}]", ctx) for i, v in enumerate(value)]
         if len(value) < self.min_items or (self.max_items is not None and len(value) > self.max_items):
             hi = "" if self.max_items is None else f" to {self.max_items}"
@@ -174,16 +186,20 @@ class Map(Node):
 
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, dict):
-            return ctx.error(path, f"expected object, got {json_type(value)}")
+            return ctx.type_error(path, "object", value)
         out: dict[str, Any] = {}
         ok = True
         for key, item in value.items():
             sub = join(path, key)
             if self.key_check is not None and not self.key_check(key, sub, ctx):
-                ok = False
+                ok = ok and ctx.repair  # a repair pass leaves the key out
                 continue
-            out[key] = self.value.check(item, sub, ctx)
-            ok = ok and out[key] is not INVALID
+            checked = self.value.check(item, sub, ctx)
+            if checked is INVALID and ctx.repair:  # so is an entry in error (no index shifts)
+                ctx.repaired.append(sub)
+                continue
+            out[key] = checked
+            ok = ok and checked is not INVALID
         return out if ok else INVALID
 
 
@@ -195,6 +211,9 @@ class Field:
     default: Any = MISSING
     fill: bool = False  # absent object → validate ``{}`` so nested defaults appear
     required: bool = False
+    # a key the rest of its object is read by (an ``action``, an ``enabled``, a route's secret): in a
+    # repair pass it is not replaced by a default; when in error, its whole object is set aside
+    pivotal: bool = False
 
 
 @dataclass
@@ -205,7 +224,7 @@ class Obj(Node):
 
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, dict):
-            return ctx.error(path, f"expected object, got {json_type(value)}")
+            return ctx.type_error(path, "object", value)
         out, ok = self.check_fields(value, path, ctx)
         return out if ok and all(v is not INVALID for v in out.values()) else INVALID
 
@@ -221,8 +240,11 @@ class Obj(Node):
                 ctx.error(join(path, key), "unknown key")
                 ok = ok and ctx.repair
                 continue
-            checked = spec.node.check(item, join(path, key), ctx)
-            if checked is INVALID and ctx.repair and not spec.required:
+            if ctx.repair and spec.pivotal:
+                checked = _without_repair(spec.node, item, join(path, key), ctx)
+            else:
+                checked = spec.node.check(item, join(path, key), ctx)
+            if checked is INVALID and ctx.repair and not (spec.required or spec.pivotal):
                 ctx.repaired.append(join(path, key))
                 continue  # as if absent: its default, if it has one, below
             out[key] = checked
@@ -237,6 +259,15 @@ class Obj(Node):
             elif spec.default is not MISSING:
                 out[key] = _copy(spec.default)
         return out, ok
+
+
+def _without_repair(node: Node, value: Any, path: str, ctx: Context) -> Any:
+    """``node.check`` as in the strict pass: any error in ``value`` makes it ``INVALID``."""
+    ctx.repair = False
+    try:
+        return node.check(value, path, ctx)
+    finally:
+        ctx.repair = True
 
 
 def _copy(value: Any) -> Any:
@@ -257,7 +288,7 @@ class Tagged(Node):
 
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, dict):
-            return ctx.error(path, f"expected object, got {json_type(value)}")
+            return ctx.type_error(path, "object", value)
         tag = value.get(self.tag, self.default_tag)
         if tag is None:
             return ctx.error(join(path, self.tag), "required")
@@ -282,7 +313,7 @@ class OneOf(Node):
             return self.string.check(value, path, ctx)
         if isinstance(value, dict):
             return self.obj.check(value, path, ctx)
-        return ctx.error(path, f"expected string or object, got {json_type(value)}")
+        return ctx.type_error(path, "string or object", value)
 
 
 SECRET_REF = Obj(
@@ -308,9 +339,9 @@ class Secret(Node):
             ctx.secrets.append((path, value))
             return value
         if not isinstance(value, dict):
-            return ctx.error(path, f"expected string or SecretRef object, got {json_type(value)}")
-        out = SECRET_REF.check(value, path, ctx)
-        if out is INVALID:
+            return ctx.type_error(path, "string or SecretRef object", value)
+        out = _without_repair(SECRET_REF, value, path, ctx) if ctx.repair else SECRET_REF.check(value, path, ctx)
+        if out is INVALID:  # a SecretRef is resolved whole or not at all: no default provider for a bad one
             return INVALID
         missing = [k for k in ("source", "id") if k not in out]
         for key in missing:

@@ -422,3 +422,85 @@ def test_a_section_in_error_is_still_cross_checked_with_its_bad_keys_set_aside(k
             {"match": {"path": "a"}, "action": "wake", "textTemplate": "x", "channel": "nosuch"}]}})
     assert info.value.lines == ["hooks.presets: expected array, got string"]
     assert info.value.warnings == ('hooks.mappings[0].channel: channel "nosuch" is not configured',)
+
+
+def test_a_key_the_rest_is_read_by_sets_its_object_aside_instead_of_a_default(kit: Kit) -> None:
+    """Pivotal keys (an action, an enabled flag, a route's path and secret, a SecretRef, the
+    transforms directory) are not replaced by their defaults in the repair pass: a mapping read as the
+    default "agent" action, or a route at its default path, would produce errors about what the file
+    does not say."""
+    hooks = {"enabled": True, "token": "t"}
+    # a typo in action: not also check #11, which only agent mappings trigger
+    assert kit.errors({"hooks": {**hooks, "mappings": [
+        {"match": {"path": "a"}, "action": "wke", "sessionKey": "hook:{{x}}", "textTemplate": "hi"}]}}) == [
+        'hooks.mappings[0].action: expected one of "wake", "agent", got "wke"'
+    ]
+    # a route whose path is in error: no conflict with the default path it would have had
+    assert kit.errors({"plugins": _routes(
+        a={**ROUTE, "path": 5}, b={**ROUTE, "path": "/plugins/webhooks/a", "secret": "s2"})}) == [
+        "plugins.entries.webhooks.config.routes.a.path: expected string, got integer"
+    ]
+    # a SecretRef in error is not resolved with the default provider ("route a: skipped (...)")
+    with pytest.raises(ConfigError) as info:
+        kit.load({"plugins": _routes(a={**ROUTE, "secret": {"source": "env", "provider": 5, "id": "NOPE_X"}})})
+    assert info.value.lines == ["plugins.entries.webhooks.config.routes.a.secret.provider: expected string, got integer"]
+    assert info.value.warnings == ()
+    # the transforms directory: no "module not found" under the default one
+    with pytest.raises(ConfigError) as info:
+        kit.load({"hooks": {**hooks, "transformsDir": 5, "mappings": [{"match": {"path": "a"},
+                                                                        "transform": {"module": "x.py"}}]}})
+    assert (info.value.lines, info.value.warnings) == (["hooks.transformsDir: expected string, got integer"], ())
+    # a disabled route or plugin written as a string is not checked as an enabled one
+    assert kit.errors({"plugins": _routes(a={"enabled": "no"})}) == [
+        "plugins.entries.webhooks.config.routes.a.enabled: expected boolean, got string"
+    ]
+
+
+def test_a_key_in_error_does_not_hide_the_checks_of_its_neighbours(kit: Kit) -> None:
+    assert kit.errors({"plugins": _routes(a={"sessionKey": "agent:main:main", "description": 5})}) == [
+        "plugins.entries.webhooks.config.routes.a.description: expected string, got integer",
+        "plugins.entries.webhooks.config.routes.a: secret or auth is required",
+    ]
+    assert kit.errors({"agents": {"list": [{"id": "a", "default": True, "name": 5}, {"id": "b", "default": True}]}}) == [
+        "agents.list[0].name: expected string, got integer",
+        "agents.list: only one agent may set default: true",
+    ]
+    # an unknown plugin id is left out, the webhooks entry still checked
+    assert kit.errors({"plugins": {"entries": {"other": {}, "webhooks": {"config": {"routes": {"a": {}}}}}}}) == [
+        'plugins.entries.other: unknown plugin (hookgate supports only "webhooks")',
+        "plugins.entries.webhooks.config.routes.a: secret or auth is required",
+        "plugins.entries.webhooks.config.routes.a.sessionKey: required",
+    ]
+    # a resolution limit in error: the secrets still resolve with its default, and the rest is checked
+    assert kit.errors({
+        "secrets": {"resolution": {"maxProviderConcurrency": 0}},
+        "hooks": {"enabled": True},
+        "agents": {"list": [{"id": "a"}, {"id": "a"}]},
+    }) == [
+        "secrets.resolution.maxProviderConcurrency: must be between 1 and 64",
+        "agents.list[1].id: duplicates agents.list[0].id (a)",
+        "hooks.enabled requires hooks.token",
+    ]
+
+
+def test_an_unset_variable_is_one_error_line(kit: Kit) -> None:
+    # not also 'expected one of "none", "token", got "${MODE}"': the placeholder is not the user's value
+    assert kit.errors({"gateway": {"auth": {"mode": "${MODE}"}}, "storage": {"backend": "${B}"}}) == [
+        'gateway.auth.mode: environment variable "MODE" is not set',
+        'storage.backend: environment variable "B" is not set',
+    ]
+
+
+def test_values_serve_could_not_use_are_config_errors(kit: Kit) -> None:
+    # an integer past 64 bits (configHash and a model's params are encoded as JSON, which refused it
+    # with a traceback), a header value with a line break (every response failed with a 500), an
+    # empty SQLite path (it names the config directory)
+    huge = "0x" + "f" * 4000
+    assert kit.errors(f"{{hooks: {{authThrottle: {{maxFailures: {huge}}}}}}}") == [
+        "hooks.authThrottle.maxFailures: integer out of range"
+    ]
+    assert kit.errors({"hooks": {"internal": {"n": 2**64}}}) == ["hooks.internal.n: integer out of range"]
+    assert kit.errors({"gateway": {"http": {"securityHeaders": {"strictTransportSecurity": "max-age=1\nX-Evil: 1"}}}}) == [
+        "gateway.http.securityHeaders.strictTransportSecurity: invalid HTTP header value (printable ASCII only)"
+    ]
+    assert kit.errors({"storage": {"sqlite": {"path": " "}}}) == ["storage.sqlite.path: must not be empty"]

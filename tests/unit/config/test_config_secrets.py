@@ -124,6 +124,11 @@ def test_file_errors(kit: Kit, tmp_path: Path) -> None:
         None,
         f'File provider "default" cannot use {missing}: not found.',
     )
+    nul = tmp_path / "a\x00b"  # os.stat raises ValueError: no file has such a name
+    assert resolve({"source": "file", "id": "/a"}, file_cfg(nul)) == (
+        None,
+        f'File provider "default" cannot use {nul}: not found.',
+    )
     loose = kit.secret_file("loose.json", '{"a":"v"}', mode=0o644)
     assert resolve({"source": "file", "id": "/a"}, file_cfg(loose)) == (
         None,

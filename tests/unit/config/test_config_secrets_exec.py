@@ -117,6 +117,16 @@ def test_command_checks(kit: Kit, tmp_path: Path) -> None:
     assert resolve(["a"], exec_cfg(cmd, allowInsecurePath=True))["a"] == ("a-value", None)
 
 
+def test_what_exec_refuses_is_a_resolution_error_not_a_crash(kit: Kit, tmp_path: Path) -> None:
+    # a NUL in the command, an argument or an environment name the OS refuses: os.lstat and Popen
+    # raise ValueError, which escaped `config check` as a traceback
+    cmd = kit.script("provider.py", ECHO)
+    fail = 'Exec provider "ex" cannot run {}: {}.'
+    assert resolve(["a"], exec_cfg(f"{cmd}\x00x"))["a"] == (None, fail.format(f"{cmd}\x00x", "not found"))
+    assert resolve(["a"], exec_cfg(cmd, args=["a\x00"]))["a"] == (None, fail.format(cmd, "invalid args or env"))
+    assert resolve(["a"], exec_cfg(cmd, env={"A=B": "x"}))["a"] == (None, fail.format(cmd, "invalid args or env"))
+
+
 def test_invalid_ids(kit: Kit) -> None:
     cmd = kit.script("provider.py", ECHO)
     out = resolve(["ok", "../x", "a/./b", ".hidden", "a b"], exec_cfg(cmd))
