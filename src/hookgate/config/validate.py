@@ -34,7 +34,7 @@ class _Unset:
         return "UNSET"
 
 
-UNSET: Final = _Unset()  # a value whose ``${VAR}`` is not set, in a repair pass: fails every node
+UNSET: Final = _Unset()  # a string whose ``${VAR}`` is not set (already an error): fails every node
 
 
 @dataclass
@@ -43,7 +43,8 @@ class Context:
 
     ``repair=True`` (a second pass over a section that had errors, so that its cross-field checks
     can still run): an object's field that does not validate takes its default, or is left out when
-    it has none, and its key path is recorded in ``repaired``; unknown keys are left out."""
+    it has none, unless it is ``pivotal``; a map's entry that does not validate is left out; each
+    such key path is recorded in ``repaired``. Unknown keys are left out."""
 
     errors: list[str] = field(default_factory=list)
     secrets: list[tuple[str, Any]] = field(default_factory=list)
