@@ -155,9 +155,15 @@ def _load(args: argparse.Namespace) -> Settings:
     return load_settings(path, os.environ, cwd=os.getcwd())
 
 
+def _one_line(text: str) -> str:
+    """A config message as one line: a control character (a provider's message, a NUL in a path)
+    becomes a space, so no text can end a line and forge another ``error:`` line."""
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
 def _print_config_errors(exc: ConfigError) -> None:
     for line in exc.lines:
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {_one_line(line)}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -206,11 +212,11 @@ def cmd_config(args: argparse.Namespace) -> int:
             settings = load_settings(path, os.environ, cwd=os.getcwd())
         except ConfigError as exc:
             for warning in exc.warnings:
-                print(f"warning: {warning}")
+                print(f"warning: {_one_line(warning)}")
             _print_config_errors(exc)
             return EXIT_USAGE
         for warning in settings.warnings:
-            print(f"warning: {warning}")
+            print(f"warning: {_one_line(warning)}")
         import_errors = _transform_import_errors(settings)
         for line in import_errors:
             print(f"error: {line}", file=sys.stderr)

@@ -59,6 +59,20 @@ def test_config_check_lists_every_error_and_warning_together(tmp_path: Path) -> 
     ]
 
 
+def test_config_check_prints_each_error_on_one_line(tmp_path: Path) -> None:
+    # a message that carries text from outside (here a secret file's path with a line break) cannot
+    # end its line and forge another "error:" line
+    (tmp_path / "hookgate.json5").write_text(json.dumps({
+        "secrets": {"providers": {"f": {"source": "file", "path": "x\nerror: hooks.fake: forged"}}},
+        "hooks": {"enabled": True, "token": {"source": "file", "provider": "f", "id": "/t"}},
+    }))
+    r = hookgate(tmp_path, "config", "check")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        f'error: hooks.token: File provider "f" cannot use {tmp_path}/x error: hooks.fake: forged: not found.'
+    ]
+
+
 # --- JSON5 parse errors --------------------------------------------------------------------------
 
 def test_json5_parse_error_is_reported_on_one_line(tmp_path: Path) -> None:

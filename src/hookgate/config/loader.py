@@ -106,6 +106,18 @@ def _json5_message(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+_HOST_NAME = re.compile(r"(?=.*[A-Za-z])[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+
+
+def _valid_bind(bind: str) -> bool:
+    """An IP address or a host name: not "" (which listens on every interface), a URL or host:port."""
+    try:
+        ipaddress.ip_address(bind)
+        return True
+    except ValueError:
+        return _HOST_NAME.fullmatch(bind) is not None
+
+
 def _gateway(
     tree: Mapping[str, Any], secrets: Mapping[str, SecretSource], errors: list[str]
 ) -> GatewaySettings:
@@ -121,6 +133,8 @@ def _gateway(
             proxies.append(ipaddress.ip_network(raw.strip(), strict=False))
         except ValueError:
             errors.append(f'gateway.trustedProxies[{i}]: invalid IP address or CIDR "{raw}"')
+    if not _valid_bind(tree["bind"]):
+        errors.append(f'gateway.bind: invalid address "{tree["bind"]}" (an IP address or a host name)')
     hsts = tree["http"]["securityHeaders"].get("strictTransportSecurity")
     return GatewaySettings(
         bind=tree["bind"],
@@ -148,11 +162,14 @@ def _storage(
     if tree["backend"] == "postgres" and "dsn" not in tree["postgres"]:
         errors.append('storage.postgres.dsn: required when storage.backend is "postgres"')
     sqlite, postgres, redis, ret = tree["sqlite"], tree["postgres"], tree["redis"], tree["retention"]
-    if not sqlite["path"].strip():  # it would name the config directory: serve could not open it
-        errors.append("storage.sqlite.path: must not be empty")
+    sqlite_path = resolve_config_path(config_dir, sqlite["path"]) if "\x00" not in sqlite["path"] else None
+    if not sqlite["path"].strip() or (sqlite_path is not None and os.path.isdir(sqlite_path)):
+        errors.append("storage.sqlite.path: names a directory, not a database file")
+    elif sqlite_path is None:
+        errors.append("storage.sqlite.path: must not contain a NUL character")
     return StorageSettings(
         backend=tree["backend"],
-        sqlite_path=resolve_config_path(config_dir, sqlite["path"]),
+        sqlite_path=sqlite_path or "",
         durability=sqlite["durability"],
         group_commit_ms=float(sqlite["groupCommitMs"]),
         busy_timeout_ms=sqlite["busyTimeoutMs"],
@@ -233,7 +250,7 @@ def _section(path: str) -> str:
 def _names_set_aside(line: str, repaired: list[str]) -> bool:
     """Whether a cross-field line names a key the repair pass set aside, or anything below it: such
     a line would be about the stand-in default, not the file."""
-    return any(re.search(re.escape(path) + r"(?![\w-])", line) for path in repaired)
+    return any(re.search(re.escape(path) + r"(?![\w-]|:\S)", line) for path in repaired)
 
 
 def settings_from_tree(

@@ -34,6 +34,11 @@ MAX_BODY_BYTES = 33_554_432
 MAX_RUN_TIMEOUT_SECONDS = 172_800
 DEFAULT_PROVIDER = "default"
 DEFAULT_HEARTBEAT_EVERY = "30m"
+# upper bounds where the spec gives none: a lease, a sweep interval, a retention or idempotency
+# lifetime past these turned into timestamps no clock or SQLite integer holds (an OverflowError in
+# the worker or a request, not a config error)
+_DAY_S = 86_400
+_MAX_DAYS = 36_500
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
@@ -101,17 +106,17 @@ STORAGE = Obj(
             fill=True,
         ),
         "redis": F(Obj({"url": F(Secret(url=True)), "prefix": F(Str(), "hookgate:")}), fill=True),
-        "leaseSeconds": F(Num(gt=0), 30),
+        "leaseSeconds": F(Num(hi=_DAY_S, gt=0), 30),
         "retention": F(
             Obj(
                 {
-                    "taskDays": F(Num(gt=0), 7),
-                    "lostTaskDays": F(Num(gt=0), 1),
-                    "flowDays": F(Num(lo=0), 30),  # 0 keeps flows forever (model.md §2.5)
-                    "runDays": F(Num(gt=0), 30),
-                    "deliveryDays": F(Num(gt=0), 30),
-                    "eventDays": F(Num(gt=0), 7),
-                    "sweepSeconds": F(Num(gt=0), 60),
+                    "taskDays": F(Num(hi=_MAX_DAYS, gt=0), 7),
+                    "lostTaskDays": F(Num(hi=_MAX_DAYS, gt=0), 1),
+                    "flowDays": F(Num(lo=0, hi=_MAX_DAYS), 30),  # 0 keeps flows forever (model.md §2.5)
+                    "runDays": F(Num(hi=_MAX_DAYS, gt=0), 30),
+                    "deliveryDays": F(Num(hi=_MAX_DAYS, gt=0), 30),
+                    "eventDays": F(Num(hi=_MAX_DAYS, gt=0), 7),
+                    "sweepSeconds": F(Num(hi=_DAY_S, gt=0), 60),
                 }
             ),
             fill=True,
@@ -448,7 +453,7 @@ WEBHOOKS_ENTRY = Obj(
                 {
                     "routes": F(Map(ROUTE), {}),
                     "limits": F(LIMITS),
-                    "idempotencyTtlHours": F(Num(gt=0), 24),
+                    "idempotencyTtlHours": F(Num(hi=_MAX_DAYS * 24, gt=0), 24),
                 }
             ),
             fill=True,

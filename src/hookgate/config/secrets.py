@@ -87,7 +87,7 @@ def _json_pointer(doc: Any, pointer: str) -> tuple[bool, Any]:
         token = token.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and token in node:
             node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+        elif isinstance(node, list) and token.isascii() and token.isdigit() and len(token) < 20 and int(token) < len(node):
             node = node[int(token)]
         else:
             return False, None
@@ -143,7 +143,7 @@ def _resolve_file(name: str, cfg: Mapping[str, Any], ids: list[str]) -> dict[str
         return out
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
         return {ref_id: fail("invalid JSON") for ref_id in ids}
     for ref_id in ids:
         found, node = _json_pointer(doc, ref_id) if isinstance(doc, dict) else (False, None)
@@ -276,7 +276,7 @@ def _parse_exec_output(name: str, cfg: Mapping[str, Any], raw: bytes, ids: list[
     single = not cfg.get("jsonOnly", True) and len(ids) == 1
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
         if single:
             return {
                 ids[0]: _clean(text, f'Exec provider "{name}" failed for id "{ids[0]}" (value is empty).')

@@ -142,6 +142,8 @@ class Num(Node):
             return ctx.error(path, f"must be between {_fmt(self.lo)} and {_fmt(self.hi)}")
         if self.lo is not None and self.hi is None and value < self.lo:
             return ctx.error(path, f"must be at least {_fmt(self.lo)}")
+        if self.lo is None and self.hi is not None and value > self.hi:
+            return ctx.error(path, f"must be at most {_fmt(self.hi)}")
         return value
 
 

@@ -406,6 +406,11 @@ def test_a_section_in_error_is_still_cross_checked_with_its_bad_keys_set_aside(k
         'hooks.token: environment variable "T" is not set',
         "hooks.path may not be '/'",
     ]
+    # a route set aside does not hide the routes whose ids start with its id ("a:b", "a-b")
+    assert kit.errors({"plugins": _routes(a={**ROUTE, "path": 5}, **{"a:b": {"secret": "x"}})}) == [
+        "plugins.entries.webhooks.config.routes.a.path: expected string, got integer",
+        "plugins.entries.webhooks.config.routes.a:b.sessionKey: required",
+    ]
     # nor the object holding it, named as a whole ("routes.r1: secret or auth is required"); the
     # other routes are still checked against each other
     assert kit.errors({"plugins": _routes(
@@ -503,4 +508,25 @@ def test_values_serve_could_not_use_are_config_errors(kit: Kit) -> None:
     assert kit.errors({"gateway": {"http": {"securityHeaders": {"strictTransportSecurity": "max-age=1\nX-Evil: 1"}}}}) == [
         "gateway.http.securityHeaders.strictTransportSecurity: invalid HTTP header value (printable ASCII only)"
     ]
-    assert kit.errors({"storage": {"sqlite": {"path": " "}}}) == ["storage.sqlite.path: must not be empty"]
+    for path in (" ", ".", ""):
+        assert kit.errors({"storage": {"sqlite": {"path": path}}}) == [
+            "storage.sqlite.path: names a directory, not a database file"
+        ], path
+    assert kit.errors({"storage": {"sqlite": {"path": "a\x00b"}}}) == [
+        "storage.sqlite.path: must not contain a NUL character"
+    ]
+    # lifetimes past what a timestamp holds (the worker's lease, idempotency records, retention)
+    assert kit.errors({"storage": {"leaseSeconds": 1e16, "retention": {"runDays": 1e308}}}) == [
+        "storage.leaseSeconds: must be at most 86400",
+        "storage.retention.runDays: must be at most 36500",
+    ]
+    assert kit.errors({"plugins": {"entries": {"webhooks": {"config": {"idempotencyTtlHours": 1e308}}}}}) == [
+        "plugins.entries.webhooks.config.idempotencyTtlHours: must be at most 876000"
+    ]
+    # an address serve can listen on: "" listened on every interface; a URL or host:port could not bind
+    for bind in ("", " 127.0.0.1 ", "999.1.1.1", "127.0.0.1:8080", "http://127.0.0.1"):
+        assert kit.errors({"gateway": {"bind": bind}}) == [
+            f'gateway.bind: invalid address "{bind}" (an IP address or a host name)'
+        ], bind
+    for bind in ("127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "gw-1.internal"):
+        assert kit.load({"gateway": {"bind": bind}}).gateway.bind == bind

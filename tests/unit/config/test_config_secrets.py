@@ -106,6 +106,13 @@ def test_file_json_pointer(kit: Kit) -> None:
     assert resolve({"source": "file", "id": "/nope"}, secrets) == (None, fail + "pointer not found.")
     assert resolve({"source": "file", "id": "/n"}, secrets) == (None, fail + "value is not a string.")
     assert resolve({"source": "file", "id": "/e"}, secrets) == (None, fail + "value is empty.")
+    # digits only in ASCII ("²".isdigit() is true, int("²") raised), and no 5 000-digit index
+    assert resolve({"source": "file", "id": "/l/²"}, secrets) == (None, fail + "pointer not found.")
+    assert resolve({"source": "file", "id": "/l/" + "0" * 5000}, secrets) == (None, fail + "pointer not found.")
+    deep = kit.secret_file("deep.json", "[" * 100_000 + "]" * 100_000)
+    assert resolve({"source": "file", "id": "/a"}, file_cfg(deep)) == (
+        None, f'File provider "default" cannot use {deep}: invalid JSON.'
+    )
 
 
 def test_file_single_value(kit: Kit) -> None:
