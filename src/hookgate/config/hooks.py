@@ -15,6 +15,7 @@ from hookgate.config.names import (
     normalize_hooks_path,
     normalize_match_path,
     reserved_path_hit,
+    unreachable_path,
 )
 from hookgate.config.paths import ContainmentError, check_contained, is_safe_relative_module, transforms_root
 from hookgate.config.settings import (
@@ -207,6 +208,8 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
         ctx.errors.append("hooks.path may not be '/'")
     elif reserved_path_hit(base_path):
         ctx.errors.append(f"hooks.path may not be a reserved path ({base_path})")
+    elif (unreachable := unreachable_path(base_path)) is not None:
+        ctx.warnings.append(f"hooks.path ({base_path}): no request can reach it: {unreachable}")
     if token is not None and ctx.gateway_token is not None and token == ctx.gateway_token:
         ctx.errors.append(
             "hooks.token must not match gateway auth token. Set a distinct hooks.token for hook ingress."

@@ -83,6 +83,17 @@ def normalize_route_path(raw: str) -> str:
     return value
 
 
+def unreachable_path(path: str) -> str | None:
+    """Why no request can reach a configured path, or ``None``: request paths are matched as their
+    raw bytes (escapes not decoded) after their dot segments are removed (RFC 3986 §5.2.4)."""
+    if any(not " " < ch <= "~" for ch in path):  # a request-target carries none of these raw
+        return ("it holds a space, a control or a non-ASCII character, and request paths are matched "
+                "without decoding escapes")
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return "it holds a dot segment, and request paths are matched with theirs removed"
+    return None
+
+
 def normalize_match_path(raw: str) -> str | None:
     """Mapping ``match.path``: trimmed, leading/trailing ``/`` removed; empty → ``None`` (no constraint)."""
     value = raw.strip().strip("/")

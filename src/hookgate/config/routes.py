@@ -16,6 +16,7 @@ from hookgate.config.names import (
     normalize_route_path,
     path_is_under,
     reserved_path_hit,
+    unreachable_path,
 )
 from hookgate.config.schema import LIMIT_DEFAULTS
 from hookgate.config.settings import (
@@ -177,9 +178,9 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
             ctx.errors.append(f"{r}.path conflicts with hooks.path ({ctx.hooks_base_path}).")
         if reserved_path_hit(path, casefold=True):
             ctx.errors.append(f"{r}.path conflicts with reserved path ({path}).")
-        if any(not " " < ch <= "~" for ch in path):  # a request-target carries none of these raw
-            ctx.warnings.append(f"{r}.path ({path}): no request can reach it: it holds a space, a control or a "
-                                "non-ASCII character, and request paths are matched without decoding escapes")
+        unreachable = unreachable_path(path)
+        if unreachable is not None:
+            ctx.warnings.append(f"{r}.path ({path}): no request can reach it: {unreachable}")
         resolved: list[str] = []
         failures: list[tuple[str, str]] = []
         for key_path in _secret_paths(r, route):

@@ -340,3 +340,16 @@ def test_a_route_path_no_request_can_carry_is_warned_about(kit: Kit) -> None:
     warning = (f"{R}.de.path (/hooks-in/straße): no request can reach it: it holds a space, a control or a "
                "non-ASCII character, and request paths are matched without decoding escapes")
     assert s.warnings == (warning,)
+    # nor a dot segment: a request's path is matched with its dot segments removed
+    s = kit.load(routes({"dot": {"sessionKey": "s", "secret": "x", "path": "/a/../b"}}))
+    assert s.warnings == ((f"{R}.dot.path (/a/../b): no request can reach it: it holds a dot segment, and request "
+                          "paths are matched with theirs removed"),)
+
+
+def test_a_hooks_path_no_request_can_carry_is_warned_about(kit: Kit) -> None:
+    for path, why in (("/./hooks", "it holds a dot segment, and request paths are matched with theirs removed"),
+                      ("/h ooks", ("it holds a space, a control or a non-ASCII character, and request paths are "
+                                  "matched without decoding escapes"))):
+        s = kit.load({"hooks": {"enabled": True, "token": "t", "path": path}})
+        assert s.warnings == (f"hooks.path ({path}): no request can reach it: {why}",), path
+    assert kit.load({"hooks": {"enabled": True, "token": "t", "path": "/in/hooks"}}).warnings == ()
