@@ -20,7 +20,7 @@ from hookgate import __version__
 from hookgate.config.loader import load_settings, locate_config
 from hookgate.config.names import normalize_agent_id, normalize_channel_name
 from hookgate.config.render import redacted_effective, summary_line
-from hookgate.config.settings import Settings
+from hookgate.config.settings import HooksSettings, Settings
 from hookgate.errors import ConfigError, HookgateError
 from hookgate.obs import logging as obs_logging
 
@@ -214,12 +214,15 @@ def cmd_config(args: argparse.Namespace) -> int:
             for warning in exc.warnings:
                 print(f"warning: {_one_line(warning)}")
             _print_config_errors(exc)
+            if exc.hooks is not None and exc.config_dir is not None:  # and the transforms' import errors
+                for line in _transform_import_errors(exc.hooks, exc.config_dir):
+                    print(f"error: {_one_line(line)}", file=sys.stderr)
             return EXIT_USAGE
         for warning in settings.warnings:
             print(f"warning: {_one_line(warning)}")
-        import_errors = _transform_import_errors(settings)
+        import_errors = _transform_import_errors(settings.hooks, settings.config_dir)
         for line in import_errors:
-            print(f"error: {line}", file=sys.stderr)
+            print(f"error: {_one_line(line)}", file=sys.stderr)
         if import_errors:
             return EXIT_USAGE
         print(f"config OK: {settings.config_path or '(no file: empty config)'}")
@@ -232,19 +235,19 @@ def cmd_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _transform_import_errors(settings: Settings) -> list[str]:
+def _transform_import_errors(hooks: HooksSettings, config_dir: str) -> list[str]:
     """Import every existing transform module (hooks.md §6.6); one line per failure."""
     from hookgate.config.paths import transforms_root
     from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
 
     loader = TransformLoader()
     errors: list[str] = []
-    root = transforms_root(settings.config_dir)
-    for m in settings.hooks.mappings:
+    root = transforms_root(config_dir)
+    for m in hooks.mappings:
         if m.transform_module is None or not os.path.exists(m.transform_module):
             continue  # a missing file is already a warning
         try:
-            loader.load(m, settings.hooks.transforms_dir, root)
+            loader.load(m, hooks.transforms_dir, root)
         except TransformFailed as exc:
             errors.append(f"hooks.mappings[{m.index}].transform.module: {exc.kind}: {exc.detail}")
     return errors

@@ -46,7 +46,12 @@ class ConfigError(HookgateError):
     code = "config_invalid"
 
     def __init__(
-        self, lines: list[str], secret_inputs: tuple[Any, ...] = (), warnings: tuple[str, ...] = ()
+        self,
+        lines: list[str],
+        secret_inputs: tuple[Any, ...] = (),
+        warnings: tuple[str, ...] = (),
+        hooks: Any = None,
+        config_dir: str | None = None,
     ) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
@@ -55,3 +60,7 @@ class ConfigError(HookgateError):
         self.secret_inputs = secret_inputs
         # the warnings found alongside the errors: ``config check`` reports both together
         self.warnings = warnings
+        # the hooks settings when they could be built (``HooksSettings``) and the config directory:
+        # ``config check`` still imports their transform modules, so an import error is reported too
+        self.hooks = hooks
+        self.config_dir = config_dir

@@ -67,6 +67,15 @@ def test_config_check_reports_transform_import_errors(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert ("error: hooks.mappings[0].transform.module: ModuleNotFoundError: No module named "
             "'not_a_real_module_xyz'") in r.stderr.splitlines()
+    # also next to an unrelated error elsewhere: every error in one pass (they waited for a clean load)
+    config = tmp_path / "hookgate.json5"
+    config.write_text(config.read_text().replace("{", '{gateway: {port: "x"},', 1))
+    r = hookgate(tmp_path, "config", "check", env=ENV)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        "error: gateway.port: expected integer, got string",
+        "error: hooks.mappings[0].transform.module: ModuleNotFoundError: No module named 'not_a_real_module_xyz'",
+    ]
 
 
 def test_doc_examples_on_a_real_server(tmp_path: Path) -> None:

@@ -333,7 +333,7 @@ def settings_from_tree(
         warnings = [line for line in warnings if not _names_set_aside(line, repaired)]
     errors.extend(found)
     if errors or not top_ok:
-        raise ConfigError(_dedupe(errors), tuple(secrets.values()), tuple(_dedupe(warnings)))
+        raise ConfigError(_dedupe(errors), tuple(secrets.values()), tuple(_dedupe(warnings)), hooks, config_dir)
     assert gateway and storage and agents is not None and channels is not None and hooks and webhooks
     return Settings(
         config_path=config_path,
