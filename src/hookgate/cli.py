@@ -208,22 +208,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_config(args: argparse.Namespace) -> int:
     if args.config_command == "check":
         path = locate_config(args.config, os.environ, os.getcwd())
+        settings: Settings | None = None
+        hooks: HooksSettings | None
+        config_dir: str | None
         try:
             settings = load_settings(path, os.environ, cwd=os.getcwd())
-        except ConfigError as exc:
-            for warning in exc.warnings:
-                print(f"warning: {_one_line(warning)}")
-            _print_config_errors(exc)
-            if exc.hooks is not None and exc.config_dir is not None:  # and the transforms' import errors
-                for line in _transform_import_errors(exc.hooks, exc.config_dir):
-                    print(f"error: {_one_line(line)}", file=sys.stderr)
-            return EXIT_USAGE
-        for warning in settings.warnings:
+            errors, warnings, hooks, config_dir = [], settings.warnings, settings.hooks, settings.config_dir
+        except ConfigError as exc:  # the transforms are still imported when the hooks could be built
+            errors, warnings, hooks, config_dir = exc.lines, exc.warnings, exc.hooks, exc.config_dir
+        if hooks is not None and config_dir is not None:
+            errors = [*errors, *_transform_import_errors(hooks, config_dir)]
+        for warning in warnings:
             print(f"warning: {_one_line(warning)}")
-        import_errors = _transform_import_errors(settings.hooks, settings.config_dir)
-        for line in import_errors:
+        for line in errors:
             print(f"error: {_one_line(line)}", file=sys.stderr)
-        if import_errors:
+        if errors or settings is None:
             return EXIT_USAGE
         print(f"config OK: {settings.config_path or '(no file: empty config)'}")
         print(summary_line(settings))

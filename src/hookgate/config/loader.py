@@ -162,14 +162,15 @@ def _storage(
     if tree["backend"] == "postgres" and "dsn" not in tree["postgres"]:
         errors.append('storage.postgres.dsn: required when storage.backend is "postgres"')
     sqlite, postgres, redis, ret = tree["sqlite"], tree["postgres"], tree["redis"], tree["retention"]
-    sqlite_path = resolve_config_path(config_dir, sqlite["path"]) if "\x00" not in sqlite["path"] else None
-    if not sqlite["path"].strip() or (sqlite_path is not None and os.path.isdir(sqlite_path)):
-        errors.append("storage.sqlite.path: names a directory, not a database file")
-    elif sqlite_path is None:
+    raw_path = sqlite["path"]
+    sqlite_path = "" if "\x00" in raw_path else resolve_config_path(config_dir, raw_path)
+    if not sqlite_path:
         errors.append("storage.sqlite.path: must not contain a NUL character")
+    elif not raw_path.strip() or os.path.isdir(sqlite_path):
+        errors.append("storage.sqlite.path: names a directory, not a database file")
     return StorageSettings(
         backend=tree["backend"],
-        sqlite_path=sqlite_path or "",
+        sqlite_path=sqlite_path,
         durability=sqlite["durability"],
         group_commit_ms=float(sqlite["groupCommitMs"]),
         busy_timeout_ms=sqlite["busyTimeoutMs"],
@@ -275,7 +276,7 @@ def settings_from_tree(
     errors: list[str] = []
     substituted = substitute_env(raw, "", environ, errors)
     ctx = Context()
-    sections, top_ok = CONFIG.check_fields(substituted, "", ctx)
+    sections, _ = CONFIG.check_fields(substituted, "", ctx)  # an unsound top level is in ctx.errors
     broken = {_section(line) for line in errors} | {k for k, v in sections.items() if v is INVALID}
     errors.extend(ctx.errors)
     sound = {k for k in sections if k not in broken}  # validated: what other sections may rely on
@@ -332,7 +333,7 @@ def settings_from_tree(
         found = [line for line in found if not _names_set_aside(line, repaired)]
         warnings = [line for line in warnings if not _names_set_aside(line, repaired)]
     errors.extend(found)
-    if errors or not top_ok:
+    if errors:
         raise ConfigError(_dedupe(errors), tuple(secrets.values()), tuple(_dedupe(warnings)), hooks, config_dir)
     assert gateway and storage and agents is not None and channels is not None and hooks and webhooks
     return Settings(

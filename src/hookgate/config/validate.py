@@ -243,7 +243,7 @@ class Obj(Node):
                 ctx.error(join(path, key), "unknown key")
                 ok = ok and ctx.repair
                 continue
-            if ctx.repair and spec.pivotal:
+            if spec.pivotal:
                 checked = _without_repair(spec.node, item, join(path, key), ctx)
             else:
                 checked = spec.node.check(item, join(path, key), ctx)
@@ -265,12 +265,12 @@ class Obj(Node):
 
 
 def _without_repair(node: Node, value: Any, path: str, ctx: Context) -> Any:
-    """``node.check`` as in the strict pass: any error in ``value`` makes it ``INVALID``."""
-    ctx.repair = False
+    """``node.check`` as in the strict pass (in either pass): any error in ``value`` makes it ``INVALID``."""
+    repair, ctx.repair = ctx.repair, False
     try:
         return node.check(value, path, ctx)
     finally:
-        ctx.repair = True
+        ctx.repair = repair
 
 
 def _copy(value: Any) -> Any:
@@ -343,7 +343,7 @@ class Secret(Node):
             return value
         if not isinstance(value, dict):
             return ctx.type_error(path, "string or SecretRef object", value)
-        out = _without_repair(SECRET_REF, value, path, ctx) if ctx.repair else SECRET_REF.check(value, path, ctx)
+        out = _without_repair(SECRET_REF, value, path, ctx)
         if out is INVALID:  # a SecretRef is resolved whole or not at all: no default provider for a bad one
             return INVALID
         missing = [k for k in ("source", "id") if k not in out]
