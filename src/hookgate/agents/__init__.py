@@ -17,8 +17,8 @@ from hookgate.agents.models import (
     choose_model,
     complete_with_fallbacks,
     normalize_thinking,
-    resolve_model,
 )
+from hookgate.config.modelrefs import resolve_model
 
 __all__ = [
     "AgentRuntime",

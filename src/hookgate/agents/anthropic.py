@@ -21,10 +21,10 @@ from hookgate.agents.base import (
     AgentRuntimeError,
     RuntimeRequest,
     configured_model_id,
-    runtime_provider,
 )
 from hookgate.agents.http import HttpClient, invalid_response, post_json
 from hookgate.agents.models import THINKING_BUDGET_TOKENS
+from hookgate.config.modelrefs import runtime_provider
 
 _FIXED_KEYS = ("model", "system", "messages")
 

@@ -76,14 +76,6 @@ class AgentRuntime(Protocol):
     async def aclose(self) -> None: ...
 
 
-def runtime_provider(config: dict[str, Any]) -> str:
-    """The provider name of a runtime config: its `provider` key, default its kind (lower-cased)."""
-    provider = config.get("provider")
-    if isinstance(provider, str) and provider.strip():
-        return provider.strip().lower()
-    return str(config.get("kind") or "echo").strip().lower()
-
-
 def configured_model_id(config: dict[str, Any], provider: str) -> str | None:
     """The runtime's `model` key as a model id: a leading ``<provider>/`` is dropped."""
     model = config.get("model")

@@ -28,8 +28,8 @@ from hookgate.agents.base import (
     AgentRuntimeError,
     RuntimeRequest,
     configured_model_id,
-    runtime_provider,
 )
+from hookgate.config.modelrefs import runtime_provider
 
 _READ_CHUNK = 65_536
 

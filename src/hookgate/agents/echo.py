@@ -23,8 +23,8 @@ from hookgate.agents.base import (
     AgentRuntimeError,
     RuntimeRequest,
     configured_model_id,
-    runtime_provider,
 )
+from hookgate.config.modelrefs import runtime_provider
 
 HEARTBEAT_OK = "HEARTBEAT_OK"
 FAIL_DIRECTIVE = "[[echo:fail]]"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hookgate.agents.base import AgentRuntime, AgentRuntimeError, RuntimeRequest
+from hookgate.config.modelrefs import Reference, key_reference, resolve_model
 from hookgate.config.settings import AgentSettings
 from hookgate.errors import HookgateError
 
@@ -65,7 +66,6 @@ THINKING_BUDGET_TOKENS: dict[str, int] = {
 }
 _THINKING_STRIP = re.compile(r"[\s_-]+")
 
-Reference = tuple[str, str]  # (provider lower-cased, model id)
 
 
 class ModelRejected(HookgateError):
@@ -100,55 +100,13 @@ def normalize_thinking(value: str | None) -> str | None:
     return THINKING_INPUTS.get(_THINKING_STRIP.sub("", value.strip().lower()))
 
 
-def parse_reference(raw: str) -> Reference | None:
-    """``provider/model`` split at the first ``/`` (provider lower-cased); None when invalid."""
-    if any(ch.isspace() for ch in raw):
-        return None
-    provider, sep, model = raw.partition("/")
-    if not sep or not provider or not model or model == "*":
-        return None
-    return provider.lower(), model
-
-
-def _alias_target(alias: str, models: Mapping[str, Any]) -> str | None:
-    wanted = alias.lower()
-    for key in sorted(models):
-        entry = models[key]
-        if isinstance(entry, Mapping):
-            name = entry.get("alias")
-            if isinstance(name, str) and name.strip().lower() == wanted:
-                return key
-    return None
-
-
-def resolve_model(raw: str, *, runtime_provider: str, models: dict[str, Any]) -> Reference | None:
-    """A reference → (provider, model) after the alias lookup (§9.1); None when invalid."""
-    value = raw.strip()
-    if not value or any(ch.isspace() for ch in value):
-        return None
-    if "/" not in value:
-        target = _alias_target(value, models)
-        if target is not None:
-            return parse_reference(target.strip())
-        return parse_reference(f"{runtime_provider.lower()}/{value}")
-    return parse_reference(value)
-
-
-def _key_reference(key: str) -> tuple[str, str] | None:
-    """An allowlist key → (provider, model or "*"); None for a malformed key."""
-    provider, sep, model = key.strip().partition("/")
-    if not sep or not provider or not model:
-        return None
-    return provider.lower(), model
-
-
 def is_allowlisted(ref: Reference, models: Mapping[str, Any]) -> bool:
     """True when the map is empty, or a key names ``ref`` exactly or as ``provider/*``."""
     if not models:
         return True
     provider, model = ref
     for key in models:
-        parsed = _key_reference(key)
+        parsed = key_reference(key)
         if parsed is not None and parsed[0] == provider and parsed[1] in (model, "*"):
             return True
     return False
@@ -159,7 +117,7 @@ def model_params(ref: Reference, models: Mapping[str, Any]) -> dict[str, Any]:
     wildcard: dict[str, Any] = {}
     exact: dict[str, Any] = {}
     for key, entry in models.items():
-        parsed = _key_reference(key)
+        parsed = key_reference(key)
         if parsed is None or parsed[0] != ref[0] or not isinstance(entry, Mapping):
             continue
         params = entry.get("params")

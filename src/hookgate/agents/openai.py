@@ -19,10 +19,10 @@ from hookgate.agents.base import (
     AgentRuntimeError,
     RuntimeRequest,
     configured_model_id,
-    runtime_provider,
 )
 from hookgate.agents.http import HttpClient, invalid_response, post_json
 from hookgate.agents.models import REASONING_EFFORT
+from hookgate.config.modelrefs import runtime_provider
 
 _FIXED_KEYS = ("model", "messages", "stream")
 

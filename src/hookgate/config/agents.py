@@ -8,6 +8,7 @@ import zoneinfo
 from collections.abc import Mapping
 from typing import Any
 
+from hookgate.config.modelrefs import alias_target, key_reference, resolve_model, runtime_provider
 from hookgate.config.names import DEFAULT_AGENT_ID, normalize_agent_id
 from hookgate.config.settings import AgentSettings, AgentsSettings, HeartbeatSettings, SecretSource
 
@@ -100,10 +101,44 @@ def _agent(
     )
 
 
+def _unusable(raw: str, provider: str, agent_id: str, models: Mapping[str, Any]) -> str | None:
+    """Why agent ``agent_id`` (its runtime serving ``provider``) cannot use the model ``raw``; None: it can."""
+    ref = resolve_model(raw, runtime_provider=provider, models=models)
+    if ref is not None:
+        if ref[0] == provider:
+            return None
+        return f'provider "{ref[0]}" is not served by agent "{agent_id}" (its runtime serves "{provider}")'
+    target = alias_target(raw.strip(), models) if "/" not in raw else None
+    if target is not None:
+        return f'"{raw}" is the alias of "{target}", which is not a model reference'
+    return f'"{raw}" is not a valid model reference (provider/model or an alias)'
+
+
+def _model_warnings(
+    agent: AgentSettings, source: str, models: Mapping[str, Any], warnings: list[str]
+) -> None:
+    """A configured model no run of ``agent`` can use (model.md §9): the run resolves its model when
+    it starts, so such a model is valid config, but an invalid primary, or one whose provider the
+    agent's runtime does not serve, fails every run and heartbeat of the agent, and such a fallback
+    is skipped. ``source`` is the key the model came from."""
+    provider = runtime_provider(agent.runtime)
+    model = agent.model
+    if isinstance(model, Mapping):
+        primary, fallbacks, at = model.get("primary"), list(model.get("fallbacks") or ()), f"{source}.primary"
+    else:
+        primary, fallbacks, at = model, [], source
+    if isinstance(primary, str) and (why := _unusable(primary, provider, agent.id, models)) is not None:
+        warnings.append(f'{at}: {why}: every run of agent "{agent.id}" fails')
+    for j, raw in enumerate(fallbacks):
+        if (why := _unusable(raw, provider, agent.id, models)) is not None:
+            warnings.append(f'{source}.fallbacks[{j}]: {why}: agent "{agent.id}" never uses it')
+
+
 def build_agents(
-    tree: Mapping[str, Any], secrets: Mapping[str, SecretSource], errors: list[str]
+    tree: Mapping[str, Any], secrets: Mapping[str, SecretSource], errors: list[str], warnings: list[str]
 ) -> AgentsSettings:
-    """The agents with defaults merged in, the default agent, and the agents errors of model.md §7."""
+    """The agents with defaults merged in, the default agent, the agents errors of model.md §7, and
+    warnings about configured models no run can use (§9)."""
     defaults: Mapping[str, Any] = tree["defaults"]
     entries: list[Mapping[str, Any]] = tree["list"]
     _check_runtime(defaults["runtime"], "agents.defaults.runtime", errors)
@@ -119,11 +154,18 @@ def build_agents(
             continue
         seen[agent_id] = i
         agents.append(_agent(agent_id, entry, f"agents.list[{i}]", defaults, secrets, errors))
+        source = f"agents.list[{i}].model" if "model" in entry else "agents.defaults.model"
+        _model_warnings(agents[-1], source, defaults["models"], warnings)
     if sum(1 for e in entries if e.get("default") is True) > 1:
         errors.append("agents.list: only one agent may set default: true")
     _check_timezone(str(defaults["envelopeTimezone"]), errors)
     if not agents:
         agents.append(_agent(DEFAULT_AGENT_ID, {}, None, defaults, secrets, errors))
+        _model_warnings(agents[-1], "agents.defaults.model", defaults["models"], warnings)
+    for key in defaults["models"]:
+        if key_reference(key) is None:
+            warnings.append(f'agents.defaults.models.{key}: not a model reference (provider/model or '
+                            f'provider/*): the entry matches no model')
     default = next((a.id for a in agents if a.default), agents[0].id)
     return AgentsSettings(
         agents=tuple(agents),

@@ -196,7 +196,7 @@ _CHANNEL_COMMON = ("enabled", "defaultTo", "retry")
 
 
 def _channels(
-    tree: Mapping[str, Any], config_dir: str, secrets: Mapping[str, SecretSource]
+    tree: Mapping[str, Any], config_dir: str, secrets: Mapping[str, SecretSource], errors: list[str]
 ) -> tuple[ChannelSettings, ...]:
     out: list[ChannelSettings] = []
     for cid, cfg in tree.items():
@@ -215,7 +215,10 @@ def _channels(
             else:
                 options[key] = value
         if cid == "file" and isinstance(options.get("path"), str):
-            options["path"] = resolve_config_path(config_dir, options["path"])
+            raw_path = options["path"]
+            options["path"] = resolve_config_path(config_dir, raw_path)
+            if not raw_path.strip() or os.path.isdir(options["path"]):
+                errors.append("channels.file.path: names a directory, not a file")
         out.append(
             ChannelSettings(
                 id=cid,
@@ -307,8 +310,8 @@ def settings_from_tree(
         found.append(POSTGRES_UNAVAILABLE)
     if storage is not None and storage.redis_url:
         warnings.append(REDIS_UNAVAILABLE)
-    agents = build_agents(tree["agents"], secrets, found) if "agents" in checked else None
-    channels = _channels(tree["channels"], config_dir, secrets) if "channels" in checked else None
+    agents = build_agents(tree["agents"], secrets, found, warnings) if "agents" in checked else None
+    channels = _channels(tree["channels"], config_dir, secrets, found) if "channels" in checked else None
     hooks = None
     if "hooks" in checked and channels is not None and "channels" in sound:
         hooks_ctx = HooksContext(

@@ -55,6 +55,16 @@ class HeaderValue(Str):
         return value
 
 
+class FilePath(Str):
+    """A file path: no NUL character (the OS refuses such a path at every use)."""
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        value = super().check(value, path, ctx)
+        if isinstance(value, str) and "\x00" in value:
+            return ctx.error(path, "must not contain a NUL character")
+        return value
+
+
 def _header_name(key: str, path: str, ctx: Context) -> bool:
     if _HEADER_NAME.fullmatch(key):
         return True
@@ -325,7 +335,7 @@ CHANNEL_SCHEMAS: dict[str, Obj] = {
     ),
     "webhook": _channel({"url": F(URL), "secret": F(Secret()), "headers": F(HEADERS, {})}),
     "console": _channel({}),
-    "file": _channel({"path": F(Str())}),
+    "file": _channel({"path": F(FilePath())}),
     "imessage": _channel(
         {
             "serverUrl": F(URL),

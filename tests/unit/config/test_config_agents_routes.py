@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from hookgate.agents import ModelRejected, build_runtime, choose_model
 from hookgate.config.agents import parse_every
 
 if TYPE_CHECKING:
@@ -132,6 +133,57 @@ def test_agents_errors(kit: Kit) -> None:
         "agents.list: only one agent may set default: true",
         'agents.defaults.envelopeTimezone: unknown time zone "Mars/Olympus"',
     ]
+
+
+def test_a_configured_model_no_run_can_use_is_warned_about(kit: Kit) -> None:
+    """model.md §9: a run resolves its model when it starts, so a bad configured model is valid
+    config, but `config check` says which agent it breaks; each warned primary fails that agent's
+    runs with the §9.2 text, and each warned fallback is skipped."""
+    s = kit.load({"agents": {
+        "defaults": {
+            "model": {"primary": "/", "fallbacks": ["openai/gpt-4o", "echo/x", "bad model"]},
+            "models": {"echo/*": {"alias": "e"}, "nope": {}, "openai/gpt-4o": {"alias": "big"}},
+        },
+        "list": [
+            {"id": "main"},
+            {"id": "b", "model": "big"},
+            {"id": "c", "model": "e"},
+            {"id": "d", "model": "echo/echo-2"},  # fine: the echo runtime serves any echo model
+            {"id": "o", "model": "Big", "runtime": {"kind": "openai"}},  # fine: aliases ignore case
+        ],
+    }})
+    assert s.warnings == (
+        ('agents.defaults.model.primary: "/" is not a valid model reference (provider/model or an alias): '
+         'every run of agent "main" fails'),
+        ('agents.defaults.model.fallbacks[0]: provider "openai" is not served by agent "main" (its runtime '
+         'serves "echo"): agent "main" never uses it'),
+        ('agents.defaults.model.fallbacks[2]: "bad model" is not a valid model reference (provider/model or '
+         'an alias): agent "main" never uses it'),
+        ('agents.list[1].model: provider "openai" is not served by agent "b" (its runtime serves "echo"): '
+         'every run of agent "b" fails'),
+        ('agents.list[2].model: "e" is the alias of "echo/*", which is not a model reference: every run of '
+         'agent "c" fails'),
+        ("agents.defaults.models.nope: not a model reference (provider/model or provider/*): the entry "
+         "matches no model"),
+    )
+    models = s.agents.models
+    expected = {"main": "model '/' rejected: invalid model: /",
+                "b": "model 'big' rejected: provider 'openai' is not served by agent 'b'",
+                "c": "model 'e' rejected: invalid model: e"}
+    for agent in s.agents.agents:
+        runtime = build_runtime(agent)
+        try:
+            choice = choose_model(override=None, gmail_default=None, agent=agent, defaults_model=None,
+                                  models=models, runtime=runtime)
+        except ModelRejected as exc:
+            assert exc.message == expected.pop(agent.id)
+        else:
+            assert agent.id in ("d", "o")
+            assert choice.fallbacks == ()
+    assert expected == {}
+    # the object form's fallbacks that the runtime serves are kept: no warning
+    fine = kit.load({"agents": {"defaults": {"model": {"primary": "echo/a", "fallbacks": ["b"]}}}})
+    assert fine.warnings == ()
 
 
 def test_runtime_schema(kit: Kit) -> None:

@@ -515,6 +515,15 @@ def test_values_serve_could_not_use_are_config_errors(kit: Kit) -> None:
     assert kit.errors({"storage": {"sqlite": {"path": "a\x00b"}}}) == [
         "storage.sqlite.path: must not contain a NUL character"
     ]
+    # the file channel's path alike: every delivery to it failed
+    for path in (" ", ".", "", "/tmp"):
+        assert kit.errors({"channels": {"file": {"path": path}}}) == [
+            "channels.file.path: names a directory, not a file"
+        ], path
+    assert kit.errors({"channels": {"file": {"path": "out\x00.jsonl"}}}) == [
+        "channels.file.path: must not contain a NUL character"
+    ]
+    assert kit.load({"channels": {"file": {"path": "out.jsonl"}}}).channels[0].options["path"].endswith("/out.jsonl")
     # lifetimes past what a timestamp holds (the worker's lease, idempotency records, retention)
     assert kit.errors({"storage": {"leaseSeconds": 1e16, "retention": {"runDays": 1e308}}}) == [
         "storage.leaseSeconds: must be at most 86400",
