@@ -145,8 +145,11 @@ class FlowService:
         flow = tx.get_flow(action.flow_id, owner)
         verdict = None
         if flow is not None and action.child_session_key is not None:
-            verdict = child_session_verdict(action.child_session_key, owner,
-                                            _ancestors(tx, action.child_session_key.strip().lower()))
+            child = action.child_session_key.strip().lower()
+            ancestors = _ancestors(tx, child)
+            if ancestors is None and _is_agent_main(child, self.settings().agents.known_ids):
+                ancestors = []  # known before the store first records it: a root, no route's child
+            verdict = child_session_verdict(action.child_session_key, owner, ancestors)
         tasks = tx.list_tasks(flow.flow_id) if flow is not None and action.run_id is not None else []
         decision = decisions.decide_run_task(flow, tasks, action, task_id=new_id(), now=now,
                                              execute=route.execute, child_verdict=verdict)
@@ -272,6 +275,17 @@ def _ancestors(tx: FlowTx, key: str) -> list[str] | None:
         if not known:
             break
     return chain
+
+
+def _is_agent_main(key: str, agent_ids: frozenset[str]) -> bool:
+    """``key`` is the main session of a configured agent (``agent:<id>:main``).
+
+    The child-session guard (webhooks.md §4.13) accepts a key "unknown to the store" as a new child of
+    the route session. A configured agent's main session is recorded only when something first uses it
+    (a wake, a summary, a notification), so without this a route could claim another agent's main
+    session — the spec's own example of a key to refuse — just by being first after a fresh start."""
+    agent = _agent_of(key)
+    return agent is not None and key == f"agent:{agent}:main" and agent in agent_ids
 
 
 def _agent_of(key: str) -> str | None:

@@ -431,6 +431,31 @@ def test_child_session_guard(gw: RunningGateway, api: Api) -> None:
     assert api.result("get_task_summary", flowId=flow_id)["summary"]["total"] == 4
 
 
+def test_child_session_guard_knows_every_configured_agents_main_session(tmp_path: Any) -> None:
+    """webhooks.md §4.13 names "another agent's main session" as a key to refuse. On a fresh store
+    nothing has recorded agent:main:main yet (no wake, summary or notification), and it was accepted
+    as "unknown" and recorded as the ci route's child — by whichever route came first."""
+    with serving(tmp_path, webhooks_config({"ci": ci_route()})) as fresh, fresh.client() as c:
+        api = Api(c)
+        flow = api.create()
+        with db(fresh) as conn:
+            assert conn.execute("SELECT key FROM sessions WHERE key = 'agent:main:main'").fetchone() is None
+        refusal = "childSessionKey is outside the route's session tree"
+        for key in ("agent:main:main", " Agent:Main:Main "):
+            r = api.call("run_task", flowId=flow["flowId"], runtime="subagent", task="t", childSessionKey=key)
+            exact(r, 409, envelope("ci", {"found": True, "created": False, "reason": refusal, "flow": flow},
+                                   "task_not_created", refusal))
+        with db(fresh) as conn:  # nothing recorded by the refusals
+            assert conn.execute("SELECT key FROM sessions WHERE key = 'agent:main:main'").fetchone() is None
+        # the route's own main session, and the main session of an agent not configured (unknown to
+        # the store and to the config: recorded as the route's child, as §4.13 says)
+        for key in ("agent:ops:main", "agent:ghost:main"):
+            assert api.run_task(flow["flowId"], childSessionKey=key)["created"] is True, key
+        with db(fresh) as conn:
+            row = conn.execute("SELECT spawned_by FROM sessions WHERE key = 'agent:ghost:main'").fetchone()
+        assert row == ("agent:ops:main",)
+
+
 def test_run_task_idempotent_by_run_id(api: Api) -> None:
     flow = api.create()
     flow_id = flow["flowId"]
