@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hookgate.config.modelrefs import plausible_reference
 from hookgate.config.names import (
     is_templated,
     normalize_agent_id,
@@ -253,6 +254,10 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
     if "internal" in tree:
         ctx.warnings.append("hooks.internal is not supported and is ignored")
     gmail = tree["gmail"]
+    model = _opt(gmail.get("model"))
+    if model is not None and not plausible_reference(model):
+        ctx.warnings.append(f'hooks.gmail.model: "{model}" is not a valid model reference (provider/model or an '
+                            "alias): Gmail runs ignore it (model.md §9.2)")
     throttle = tree["authThrottle"]
     return HooksSettings(
         enabled=enabled,
@@ -275,7 +280,7 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
             lockout_seconds=throttle["lockoutSeconds"],
         ),
         gmail=GmailSettings(
-            model=_opt(gmail.get("model")),
+            model=model,
             thinking=_opt(gmail.get("thinking")),
             allow_unsafe_external_content=gmail.get("allowUnsafeExternalContent"),
         ),

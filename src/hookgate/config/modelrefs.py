@@ -55,6 +55,15 @@ def resolve_model(raw: str, *, runtime_provider: str, models: Mapping[str, Any])
     return parse_reference(value)
 
 
+def plausible_reference(raw: str) -> bool:
+    """``raw`` resolves for some runtime and allowlist: not empty, no whitespace, and a valid
+    ``provider/model`` when it holds a ``/`` (without one it is an alias or a bare model id)."""
+    value = raw.strip()
+    if not value or any(ch.isspace() for ch in value):
+        return False
+    return "/" not in value or parse_reference(value) is not None
+
+
 def key_reference(key: str) -> Reference | None:
     """An allowlist key → (provider, model or "*"); None for a malformed key."""
     provider, sep, model = key.strip().partition("/")

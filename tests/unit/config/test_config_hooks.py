@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from hookgate.agents import build_runtime, choose_model
 from hookgate.config.hooks import GMAIL_MESSAGE_TEMPLATE
 
 if TYPE_CHECKING:
@@ -322,6 +323,26 @@ def test_internal_is_ignored_with_warning(kit: Kit) -> None:
     assert kit.load(hooks(internal={"anything": [1]})).warnings == (
         "hooks.internal is not supported and is ignored",
     )
+
+
+@pytest.mark.parametrize("model", ["/", "openai/", "/gpt", "openai/*", "open ai/gpt"])
+def test_a_gmail_model_no_run_can_use_is_warned_about(kit: Kit, model: str) -> None:
+    """model.md §9.2: Gmail runs silently ignore an unusable hooks.gmail.model; `config check` says so
+    for one that is no model reference at all (valid config: it is resolved per run)."""
+    s = kit.load(hooks(gmail={"model": f" {model} "}))
+    assert s.warnings == (
+        (f'hooks.gmail.model: "{model}" is not a valid model reference (provider/model or an alias): Gmail '
+         "runs ignore it (model.md §9.2)"),
+    )
+    agent = s.agents.agents[0]
+    choice = choose_model(override=None, gmail_default=s.hooks.gmail.model, agent=agent, defaults_model=None,
+                          models=s.agents.models, runtime=build_runtime(agent))
+    assert (choice.provider, choice.model) == ("echo", "echo-1")  # ignored: the agent's model
+
+
+@pytest.mark.parametrize("model", ["qwen", "openai/gpt-4o", "Local/Qwen2.5"])
+def test_a_plausible_gmail_model_is_not_warned_about(kit: Kit, model: str) -> None:
+    assert kit.load(hooks(gmail={"model": model})).warnings == ()
 
 
 @pytest.mark.parametrize(
