@@ -1,4 +1,5 @@
-"""Model references, the allowlist, fallbacks and thinking levels (model.md §5.3, §9).
+"""The model of a run: the allowlist, fallbacks and thinking levels (model.md §5.3, §9); the reference
+rules themselves (parsing, aliases) are in ``hookgate.config.modelrefs``, shared with ``config check``.
 
 ``choose_model`` picks the model of a run in the §5.3 order and applies the §9.2 checks to a per-run
 override; ``complete_with_fallbacks`` calls the runtime with it and, on a retryable failure, with
@@ -65,7 +66,6 @@ THINKING_BUDGET_TOKENS: dict[str, int] = {
     "max": 32768,
 }
 _THINKING_STRIP = re.compile(r"[\s_-]+")
-
 
 
 class ModelRejected(HookgateError):
