@@ -334,7 +334,7 @@ async def _bounded(awaitable: Any, deadline: float) -> Any:
     cancelled and no longer waited for, so one that catches the cancellation and goes on still fails
     at its deadline (its late result or error is dropped). ``TimeoutError`` when it was too late."""
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(_contained(awaitable))
+    task = asyncio.ensure_future(_contained(awaitable, deadline))
     try:
         await asyncio.wait((task,), timeout=max(0.0, deadline - loop.time()))
     except asyncio.CancelledError:  # the request itself is cancelled: so is the transform
@@ -348,13 +348,20 @@ async def _bounded(awaitable: Any, deadline: float) -> Any:
     return task.result()  # its value, its exception, or CancelledError when it was cancelled itself
 
 
-async def _contained(awaitable: Any) -> Any:
+async def _contained(awaitable: Any, deadline: float) -> Any:
     """A task that raises ``SystemExit`` or ``KeyboardInterrupt`` stops the event loop itself; a
-    transform's is its failure like any other exception (its text unlogged: it may hold payload)."""
+    transform's is its failure like any other exception (its text unlogged: it may hold payload).
+
+    An ``async def`` transform that blocks (``time.sleep``, a busy loop) holds the event loop, so no
+    timer can interrupt it; one that returns after its deadline has still taken too long (hooks.md
+    §6.5): ``TimeoutError``, its result dropped."""
     try:
-        return await awaitable
+        value = await awaitable
     except (SystemExit, KeyboardInterrupt) as exc:
         raise TransformFailed(type(exc).__name__, "") from None
+    if asyncio.get_running_loop().time() > deadline:
+        raise TimeoutError
+    return value
 
 
 def _drop_outcome(task: asyncio.Future[Any]) -> None:

@@ -12,6 +12,7 @@ from gateway import AUTH, GatewayFactory, hooks_config
 
 TRANSFORMS = '''
 import asyncio
+import time
 
 class Text(str):
     """A str subclass: isinstance(x, str) is True."""
@@ -26,6 +27,10 @@ async def swallow(ctx):
     except BaseException:
         await asyncio.sleep(2)
     return {"message": "very late"}
+
+async def blocker(ctx):
+    time.sleep(1.2)  # blocks the event loop: no timer can cut it short
+    return {"message": "blocked"}
 
 def boom(ctx):
     raise ValueError("x")
@@ -45,6 +50,8 @@ def _config(tmp: Path, **hooks: Any) -> dict[str, Any]:
              "transform": {"module": "t.py", "export": "str_subclass"}},
             {"id": "swallow", "match": {"path": "swallow"}, "messageTemplate": "base",
              "transform": {"module": "t.py", "export": "swallow"}},
+            {"id": "blocker", "match": {"path": "blocker"}, "messageTemplate": "base",
+             "transform": {"module": "t.py", "export": "blocker"}},
             {"id": "bad\tid\n  two", "match": {"path": "boom"}, "messageTemplate": "base",
              "transform": {"module": "t.py", "export": "boom"}},
             {"id": "surrogate", "match": {"path": "surrogate"}, "messageTemplate": "base",
@@ -81,6 +88,21 @@ def test_async_transform_that_outlives_the_timeout_fails(gateway_factory: Gatewa
         took = time.monotonic() - started
     assert (r.status_code, r.content) == (500, b'{"ok":false,"error":"hook mapping failed"}'), (r.text, took)
     assert took < 2.0  # not the 2.5 s the transform goes on for
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_async_transform_that_blocks_past_the_timeout_fails(gateway_factory: GatewayFactory,
+                                                            tmp_path: Path) -> None:
+    """hooks.md §6.5, as above, for an ``async def`` transform that blocks the event loop
+    (``time.sleep``): nothing can interrupt it, but a call that returned after its limit has lasted
+    longer than it, so it fails all the same, and nothing is dispatched. It answered 200."""
+    gw = gateway_factory(_config(tmp_path, transformTimeoutSeconds=0.5))
+    with gw.client() as c:
+        r = c.post("/hooks/blocker", json={}, headers=AUTH)
+    assert (r.status_code, r.content) == (500, b'{"ok":false,"error":"hook mapping failed"}'), r.text
+    failed = [e for e in gw.flushed_log_events() if e.get("event") == "hook.mapping_failed"]
+    assert failed[-1]["error_type"] == "TimeoutError" and failed[-1]["mapping"] == "blocker", failed
     with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
 
