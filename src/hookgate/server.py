@@ -91,7 +91,7 @@ def ready_lines(settings: Settings, host: str, port: int) -> list[str]:
     if hooks.enabled:
         bp = hooks.base_path
         line = f"hooks: POST {base}{bp}/wake, {bp}/agent"
-        names = [m.match_path for m in hooks.mappings if m.match_path]
+        names = [m.match_path or "*" for m in hooks.mappings]  # "*": a mapping that matches any name
         if names:
             line += f", {bp}/<{'|'.join(dict.fromkeys(names))}>"
         lines.append(line)

@@ -58,11 +58,15 @@ def config(tmp: Path) -> dict[str, Any]:
             {"id": "empty", "match": {"path": "empty"}, "messageTemplate": "{{missing}}"},
             {"id": "chan", "match": {"path": "chan"}, "messageTemplate": "x", "channel": "sms"},
             {"id": "nofn", "match": {"path": "nofn"}, "messageTemplate": "x", "transform": {"module": "nofn.py"}},
+            {"id": "any", "match": {"source": "any-name"}, "messageTemplate": "x"},  # any name, by source
         ])
 
 
 def test_mapped_routes(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
     gw = gateway_factory(config(tmp_path))
+    # the banner names every mapping's path, "*" for one that matches any name (operations.md §1.1)
+    assert (f"hooks: POST http://127.0.0.1:{gw.port}/hooks/wake, /hooks/agent, "
+            "/hooks/<mapped-wake|t|tpl|gh|empty|chan|nofn|*|gmail>") in gw.stdout_lines
     with gw.client() as c:
         # §9 example 13
         exact(c.post("/hooks/mapped-wake", json={"subject": "Email"}, headers=AUTH), 200,
