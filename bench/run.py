@@ -85,6 +85,17 @@ class Result:
     statuses: str
     errors: str = ""
     cpu_us: float = float("nan")  # the server process's CPU time (all threads) per request
+    steal: float = float("nan")  # the share of the machine's CPU time the hypervisor took during the row
+
+
+def steal_seconds() -> float:
+    """CPU time the hypervisor gave to other guests so far, all CPUs (``steal`` in /proc/stat).
+
+    On a shared host the VM's speed drifts by tens of percent within minutes; a row measured while
+    the host took a large share is slower for reasons outside hookgate. Printed per row."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -105,9 +116,10 @@ def _latency(text: str, pct: str) -> float:
 def wrk(name: str, url: str, script: Path, args: argparse.Namespace, pid: int) -> Result:
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
            "-s", str(script), url]
-    cpu_before = cpu_seconds(pid)
+    cpu_before, steal_before, t0 = cpu_seconds(pid), steal_seconds(), time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     cpu = cpu_seconds(pid) - cpu_before
+    steal = (steal_seconds() - steal_before) / ((time.monotonic() - t0) * (os.cpu_count() or 1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     requests = re.search(r"(\d+) requests in", out)
     statuses = re.search(r"STATUSES (.*)", out)
@@ -116,7 +128,7 @@ def wrk(name: str, url: str, script: Path, args: argparse.Namespace, pid: int) -
     return Result(name, rps, _latency(out, "50"), _latency(out, "99"),
                   statuses.group(1).strip() if statuses else "",
                   (errors.group(1) if errors else "") + (f" non2xx={non2xx.group(1)}" if non2xx else ""),
-                  cpu / int(requests.group(1)) * 1e6 if requests else float("nan"))
+                  cpu / int(requests.group(1)) * 1e6 if requests else float("nan"), steal)
 
 
 
@@ -341,7 +353,7 @@ def _mean(name: str, rounds: list[Result]) -> Result:
     n = len(rounds)
     return Result(name, sum(r.rps for r in rounds) / n, sum(r.p50_ms for r in rounds) / n,
                   max(r.p99_ms for r in rounds), "", " ".join(r.errors for r in rounds).strip(),
-                  sum(r.cpu_us for r in rounds) / n)
+                  sum(r.cpu_us for r in rounds) / n, sum(r.steal for r in rounds) / n)
 
 
 def hooks_suite(args: argparse.Namespace, work: Path, results: list[Result], notes: list[str]) -> None:
@@ -493,12 +505,16 @@ def main() -> int:
 
     print(f"\nhookgate bench — wrk -t{args.threads} -c{args.connections} -d{args.duration}s, "
           f"durability {args.durability}, {os.cpu_count()} cores\n")
-    print(f"{'scenario':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8} {'cpu us':>7} {'cpu r':>6}  notes")
+    print(f"{'scenario':44} {'req/s':>9} {'ratio':>6} {'p50 ms':>8} {'p99 ms':>8} {'cpu us':>7} {'cpu r':>6} "
+          f"{'steal':>6}  notes")
     for r in results:
         print(f"{r.name:44} {r.rps:9.0f} {r.rps / ceiling:6.2f} {r.p50_ms:8.2f} {r.p99_ms:8.2f} "
-              f"{r.cpu_us:7.0f} {ceiling_cpu / r.cpu_us if r.cpu_us else float('nan'):6.2f}  {r.errors}")
+              f"{r.cpu_us:7.0f} {ceiling_cpu / r.cpu_us if r.cpu_us else float('nan'):6.2f} "
+              f"{r.steal * 100:5.1f}%  {r.errors}")
     print()
-    print("cpu us: the server's CPU time (all threads) per request; cpu r: the ceiling's cpu us over the row's.")
+    print("cpu us: the server's CPU time (all threads) per request; cpu r: the ceiling's cpu us over the row's;")
+    print("steal: the share of the machine's CPU time the hypervisor gave other guests during the row")
+    print("(a row with a high one ran on a slower machine than its neighbours).")
     for note in notes:
         print(note)
     if args.json:
