@@ -88,6 +88,9 @@ class Result:
     steal: float = float("nan")  # the share of the machine's CPU time the hypervisor took during the row
 
 
+STEAL_WARN = 0.10  # a row the hypervisor took this share of the machine from is named in the notes
+
+
 def steal_seconds() -> float:
     """CPU time the hypervisor gave to other guests so far, all CPUs (``steal`` in /proc/stat).
 
@@ -515,6 +518,9 @@ def main() -> int:
     print("cpu us: the server's CPU time (all threads) per request; cpu r: the ceiling's cpu us over the row's;")
     print("steal: the share of the machine's CPU time the hypervisor gave other guests during the row")
     print("(a row with a high one ran on a slower machine than its neighbours).")
+    stolen = [r.name for r in results if r.steal >= STEAL_WARN]
+    if stolen:
+        print(f"steal ≥ {STEAL_WARN:.0%} during: {'; '.join(stolen)} — the host, not hookgate, set those figures")
     for note in notes:
         print(note)
     if args.json:
