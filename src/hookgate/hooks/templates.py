@@ -80,14 +80,32 @@ def walk(data: Any, steps: list[str | int]) -> Any:
     return value
 
 
+def _integral(value: float) -> int:
+    """An integral float as the integer its shortest round-trip form names (``1e21`` → 10**21)."""
+    return 0 if value == 0 else int(Decimal(repr(value)))
+
+
 def _number(value: float) -> str:
     if not math.isfinite(value):
         return ""  # not JSON data; never produced by the JSON decoder
     if value.is_integer():
-        if value == 0:
-            return "0"
-        return str(int(Decimal(repr(value))))
+        return str(_integral(value))
     return repr(value)
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """``value`` with every integral float inside it an integer, so that an object or array renders
+    its numbers by the same rule as a lone one (``[2.0,-0.0]`` → ``[2,0]``, as ``{{x}}`` of ``2.0``
+    is ``2``). Containers without a float are returned as they are."""
+    if isinstance(value, float):
+        return _integral(value) if math.isfinite(value) and value.is_integer() else value
+    if isinstance(value, dict):
+        items = {k: _integral_floats_as_ints(v) for k, v in value.items()}
+        return value if all(items[k] is v for k, v in value.items()) else items
+    if isinstance(value, list):
+        out = [_integral_floats_as_ints(v) for v in value]
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+    return value
 
 
 def to_text(value: Any) -> str:
@@ -104,7 +122,7 @@ def to_text(value: Any) -> str:
         return _number(value)
     if isinstance(value, dict | list):
         try:
-            return msgspec.json.encode(value).decode("utf-8")
+            return msgspec.json.encode(_integral_floats_as_ints(value)).decode("utf-8")
         except (TypeError, ValueError, OverflowError):
             return ""
     return ""
