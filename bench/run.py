@@ -91,14 +91,21 @@ class Result:
 STEAL_WARN = 0.10  # a row the hypervisor took this share of the machine from is named in the notes
 
 
-def steal_seconds() -> float:
-    """CPU time the hypervisor gave to other guests so far, all CPUs (``steal`` in /proc/stat).
-
-    On a shared host the VM's speed drifts by tens of percent within minutes; a row measured while
-    the host took a large share is slower for reasons outside hookgate. Printed per row."""
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, all) ticks of every CPU so far (/proc/stat's first line): ``steal`` is the time the
+    hypervisor gave other guests. On a shared host the VM's speed drifts by tens of percent within
+    minutes; a row measured while the host took a large share is slower for reasons outside
+    hookgate. Printed per row; ``steal`` is -1 where the kernel does not report it."""
     with open("/proc/stat") as f:
-        fields = f.readline().split()
-    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (fields[7] if len(fields) > 7 else -1), sum(fields)
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of all CPU time between two ``cpu_ticks`` the hypervisor took; NaN when unknown."""
+    if before[0] < 0 or after[1] <= before[1]:
+        return float("nan")
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def cpu_seconds(pid: int) -> float:
@@ -119,10 +126,10 @@ def _latency(text: str, pct: str) -> float:
 def wrk(name: str, url: str, script: Path, args: argparse.Namespace, pid: int) -> Result:
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
            "-s", str(script), url]
-    cpu_before, steal_before, t0 = cpu_seconds(pid), steal_seconds(), time.monotonic()
+    cpu_before, ticks_before = cpu_seconds(pid), cpu_ticks()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     cpu = cpu_seconds(pid) - cpu_before
-    steal = (steal_seconds() - steal_before) / ((time.monotonic() - t0) * (os.cpu_count() or 1))
+    steal = steal_share(ticks_before, cpu_ticks())
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     requests = re.search(r"(\d+) requests in", out)
     statuses = re.search(r"STATUSES (.*)", out)

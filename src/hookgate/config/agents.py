@@ -119,8 +119,8 @@ def _model_warnings(
 ) -> None:
     """A configured model no run of ``agent`` can use (model.md §9): the run resolves its model when
     it starts, so such a model is valid config, but an invalid primary, or one whose provider the
-    agent's runtime does not serve, fails every run and heartbeat of the agent, and such a fallback
-    is skipped. ``source`` is the key the model came from."""
+    agent's runtime does not serve, fails every run and heartbeat of the agent that no usable model
+    override (the request's, a Gmail default) replaces it in, and such a fallback is skipped. ``source`` is the key the model came from."""
     provider = runtime_provider(agent.runtime)
     model = agent.model
     if isinstance(model, Mapping):
@@ -128,7 +128,7 @@ def _model_warnings(
     else:
         primary, fallbacks, at = model, [], source
     if isinstance(primary, str) and (why := _unusable(primary, provider, agent.id, models)) is not None:
-        warnings.append(f'{at}: {why}: every run of agent "{agent.id}" fails')
+        warnings.append(f'{at}: {why}: every run of agent "{agent.id}" without a usable model override fails')
     for j, raw in enumerate(fallbacks):
         if (why := _unusable(raw, provider, agent.id, models)) is not None:
             warnings.append(f'{source}.fallbacks[{j}]: {why}: agent "{agent.id}" never uses it')
@@ -163,8 +163,8 @@ def build_agents(
         agents.append(_agent(DEFAULT_AGENT_ID, {}, None, defaults, secrets, errors))
         _model_warnings(agents[-1], "agents.defaults.model", defaults["models"], warnings)
     for key in defaults["models"]:
-        if key_reference(key) is None:
-            warnings.append(f'agents.defaults.models.{key}: not a model reference (provider/model or '
+        if key_reference(key) is None or any(ch.isspace() for ch in key.strip()):
+            warnings.append(f'agents.defaults.models: "{key}" is not a model reference (provider/model or '
                             f'provider/*): the entry matches no model')
     default = next((a.id for a in agents if a.default), agents[0].id)
     return AgentsSettings(

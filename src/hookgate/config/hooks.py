@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hookgate.config.modelrefs import plausible_reference
 from hookgate.config.names import (
     is_templated,
     normalize_agent_id,
@@ -255,9 +254,6 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
         ctx.warnings.append("hooks.internal is not supported and is ignored")
     gmail = tree["gmail"]
     model = _opt(gmail.get("model"))
-    if model is not None and not plausible_reference(model):
-        ctx.warnings.append(f'hooks.gmail.model: "{model}" is not a valid model reference (provider/model or an '
-                            "alias): Gmail runs ignore it (model.md §9.2)")
     throttle = tree["authThrottle"]
     return HooksSettings(
         enabled=enabled,

@@ -18,6 +18,7 @@ import json5
 
 from hookgate.config.agents import build_agents
 from hookgate.config.hooks import HooksContext, build_hooks
+from hookgate.config.modelrefs import resolves_for_no_runtime
 from hookgate.config.paths import resolve_config_path
 from hookgate.config.render import config_hash
 from hookgate.config.routes import RoutesContext, build_webhooks
@@ -166,7 +167,9 @@ def _storage(
     sqlite_path = "" if "\x00" in raw_path else resolve_config_path(config_dir, raw_path)
     if not sqlite_path:
         errors.append("storage.sqlite.path: must not contain a NUL character")
-    elif not raw_path.strip() or os.path.isdir(sqlite_path):
+    elif not raw_path.strip():
+        errors.append("storage.sqlite.path: must not be empty")
+    elif os.path.isdir(sqlite_path):
         errors.append("storage.sqlite.path: names a directory, not a database file")
     return StorageSettings(
         backend=tree["backend"],
@@ -217,7 +220,9 @@ def _channels(
         if cid == "file" and isinstance(options.get("path"), str):
             raw_path = options["path"]
             options["path"] = resolve_config_path(config_dir, raw_path)
-            if not raw_path.strip() or os.path.isdir(options["path"]):
+            if not raw_path.strip():
+                errors.append("channels.file.path: must not be empty")
+            elif os.path.isdir(options["path"]):
                 errors.append("channels.file.path: names a directory, not a file")
         out.append(
             ChannelSettings(
@@ -324,6 +329,10 @@ def settings_from_tree(
         hooks = build_hooks(tree["hooks"], hooks_ctx)
         found.extend(hooks_ctx.errors)
         warnings.extend(hooks_ctx.warnings)
+    if hooks is not None and agents is not None and hooks.gmail.model is not None \
+            and resolves_for_no_runtime(hooks.gmail.model, agents.models):
+        warnings.append(f'hooks.gmail.model: "{hooks.gmail.model}" is not a valid model reference (provider/model '
+                        "or an alias): Gmail runs ignore it (model.md §9.2)")
     webhooks = None
     if "plugins" in checked and agents is not None and hooks is not None and {"agents", "hooks"} <= sound:
         routes_ctx = RoutesContext(

@@ -55,13 +55,16 @@ def resolve_model(raw: str, *, runtime_provider: str, models: Mapping[str, Any])
     return parse_reference(value)
 
 
-def plausible_reference(raw: str) -> bool:
-    """``raw`` resolves for some runtime and allowlist: not empty, no whitespace, and a valid
-    ``provider/model`` when it holds a ``/`` (without one it is an alias or a bare model id)."""
+def resolves_for_no_runtime(raw: str, models: Mapping[str, Any]) -> bool:
+    """``raw`` names no model whatever the agent's runtime: empty, whitespace inside, a ``/`` with an
+    empty side (or ``provider/*``), or an alias of a key that is no model reference."""
     value = raw.strip()
     if not value or any(ch.isspace() for ch in value):
-        return False
-    return "/" not in value or parse_reference(value) is not None
+        return True
+    if "/" not in value:
+        target = alias_target(value, models)
+        return target is not None and parse_reference(target.strip()) is None
+    return parse_reference(value) is None
 
 
 def key_reference(key: str) -> Reference | None:

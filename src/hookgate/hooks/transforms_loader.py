@@ -334,7 +334,7 @@ async def _bounded(awaitable: Any, deadline: float) -> Any:
     cancelled and no longer waited for, so one that catches the cancellation and goes on still fails
     at its deadline (its late result or error is dropped). ``TimeoutError`` when it was too late."""
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(_contained(awaitable, deadline))
+    task = asyncio.ensure_future(_contained(awaitable, deadline - loop.time()))
     try:
         await asyncio.wait((task,), timeout=max(0.0, deadline - loop.time()))
     except asyncio.CancelledError:  # the request itself is cancelled: so is the transform
@@ -348,18 +348,60 @@ async def _bounded(awaitable: Any, deadline: float) -> Any:
     return task.result()  # its value, its exception, or CancelledError when it was cancelled itself
 
 
-async def _contained(awaitable: Any, deadline: float) -> Any:
+class _Stepped:
+    """Awaits an awaitable and adds up how long its own steps ran (``busy``): each resumption until it
+    yields again is time the transform held the event loop, not time other work held it."""
+
+    __slots__ = ("_awaitable", "busy")
+
+    def __init__(self, awaitable: Any) -> None:
+        self._awaitable = awaitable
+        self.busy = 0.0
+
+    def __await__(self) -> Any:
+        inner = self._awaitable.__await__()
+        clock = time.perf_counter
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            started = clock()
+            try:
+                yielded = inner.send(value) if error is None else inner.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self.busy += clock() - started
+            value, error = None, None
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                inner.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - a cancellation, handed on to the transform
+                error = exc
+
+
+async def _contained(awaitable: Any, budget: float) -> Any:
     """A task that raises ``SystemExit`` or ``KeyboardInterrupt`` stops the event loop itself; a
     transform's is its failure like any other exception (its text unlogged: it may hold payload).
 
     An ``async def`` transform that blocks (``time.sleep``, a busy loop) holds the event loop, so no
-    timer can interrupt it; one that returns after its deadline has still taken too long (hooks.md
-    §6.5): ``TimeoutError``, its result dropped."""
+    timer can interrupt it: one whose own steps ran longer than ``budget`` has taken too long
+    (hooks.md §6.5) whatever it then returns or raises — ``TimeoutError``, its outcome dropped. Only
+    its own steps count: one that was merely kept waiting while another blocked the loop is not
+    failed for it."""
+    stepped = _Stepped(awaitable)
     try:
-        value = await awaitable
+        value = await stepped
+    except asyncio.CancelledError:
+        raise
     except (SystemExit, KeyboardInterrupt) as exc:
         raise TransformFailed(type(exc).__name__, "") from None
-    if asyncio.get_running_loop().time() > deadline:
+    except BaseException:
+        if stepped.busy > budget:
+            raise TimeoutError from None
+        raise
+    if stepped.busy > budget:
         raise TimeoutError
     return value
 

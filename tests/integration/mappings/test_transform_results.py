@@ -4,6 +4,7 @@ a coroutine that outlives its timeout; and the mapping id as logs show it (opera
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,14 @@ async def blocker(ctx):
     time.sleep(1.2)  # blocks the event loop: no timer can cut it short
     return {"message": "blocked"}
 
+async def napper(ctx):
+    await asyncio.sleep(0.5)  # its own work is nothing: it only waits
+    return {"message": "rested"}
+
+async def hog(ctx):
+    time.sleep(0.9)  # blocks the loop, but for less than the limit
+    return {"message": "hogged"}
+
 def boom(ctx):
     raise ValueError("x")
 
@@ -52,6 +61,10 @@ def _config(tmp: Path, **hooks: Any) -> dict[str, Any]:
              "transform": {"module": "t.py", "export": "swallow"}},
             {"id": "blocker", "match": {"path": "blocker"}, "messageTemplate": "base",
              "transform": {"module": "t.py", "export": "blocker"}},
+            {"id": "napper", "match": {"path": "napper"}, "messageTemplate": "base",
+             "transform": {"module": "t.py", "export": "napper"}},
+            {"id": "hog", "match": {"path": "hog"}, "messageTemplate": "base",
+             "transform": {"module": "t.py", "export": "hog"}},
             {"id": "bad\tid\n  two", "match": {"path": "boom"}, "messageTemplate": "base",
              "transform": {"module": "t.py", "export": "boom"}},
             {"id": "surrogate", "match": {"path": "surrogate"}, "messageTemplate": "base",
@@ -105,6 +118,30 @@ def test_async_transform_that_blocks_past_the_timeout_fails(gateway_factory: Gat
     assert failed[-1]["error_type"] == "TimeoutError" and failed[-1]["mapping"] == "blocker", failed
     with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_a_transform_kept_waiting_by_another_that_blocks_is_not_timed_out(gateway_factory: GatewayFactory,
+                                                                          tmp_path: Path) -> None:
+    """The limit is on a call's own time: ``napper`` waits 0.5 s of a 1 s limit, and ``hog`` blocks the
+    event loop 0.9 s from 0.3 s on, so ``napper`` resumes after its deadline having done nothing
+    itself. Both are within the limit and both are dispatched; the one blocking is not blamed on the
+    other (a deadline check failed ``napper``)."""
+    gw = gateway_factory(_config(tmp_path, transformTimeoutSeconds=1))
+    answers: dict[str, int] = {}
+
+    def post(path: str, delay: float) -> None:
+        time.sleep(delay)
+        with gw.client() as c:
+            answers[path] = c.post(f"/hooks/{path}", json={}, headers=AUTH).status_code
+
+    threads = [threading.Thread(target=post, args=("napper", 0.0)), threading.Thread(target=post, args=("hog", 0.3))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert answers == {"napper": 200, "hog": 200}, answers
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
 
 
 def test_logged_mapping_id_is_sanitised(gateway_factory: GatewayFactory, tmp_path: Path) -> None:

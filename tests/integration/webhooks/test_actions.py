@@ -435,20 +435,24 @@ def test_child_session_guard_knows_every_configured_agents_main_session(tmp_path
     """webhooks.md §4.13 names "another agent's main session" as a key to refuse. On a fresh store
     nothing has recorded agent:main:main yet (no wake, summary or notification), and it was accepted
     as "unknown" and recorded as the ci route's child — by whichever route came first."""
-    with serving(tmp_path, webhooks_config({"ci": ci_route()})) as fresh, fresh.client() as c:
+    config = webhooks_config({"ci": ci_route()})
+    config["agents"]["list"].append({"id": "lab"})  # neither the default agent nor the route's
+    with serving(tmp_path, config) as fresh, fresh.client() as c:
         api = Api(c)
         flow = api.create()
         with db(fresh) as conn:
-            assert conn.execute("SELECT key FROM sessions WHERE key = 'agent:main:main'").fetchone() is None
+            assert conn.execute("SELECT key FROM sessions WHERE key LIKE '%:main' AND key != 'agent:ops:main'"
+                                ).fetchall() == []
         refusal = "childSessionKey is outside the route's session tree"
-        for key in ("agent:main:main", " Agent:Main:Main "):
+        for key in ("agent:main:main", " Agent:Main:Main ", "agent:lab:main"):
             r = api.call("run_task", flowId=flow["flowId"], runtime="subagent", task="t", childSessionKey=key)
             exact(r, 409, envelope("ci", {"found": True, "created": False, "reason": refusal, "flow": flow},
                                    "task_not_created", refusal))
         with db(fresh) as conn:  # nothing recorded by the refusals
-            assert conn.execute("SELECT key FROM sessions WHERE key = 'agent:main:main'").fetchone() is None
-        # the route's own main session, and the main session of an agent not configured (unknown to
-        # the store and to the config: recorded as the route's child, as §4.13 says)
+            assert conn.execute("SELECT key FROM sessions WHERE key LIKE '%:main' AND key != 'agent:ops:main'"
+                                ).fetchall() == []
+        # the route's own main session (a control), and the main session of an agent not configured
+        # (unknown to the store and to the config: recorded as the route's child, as §4.13 says)
         for key in ("agent:ops:main", "agent:ghost:main"):
             assert api.run_task(flow["flowId"], childSessionKey=key)["created"] is True, key
         with db(fresh) as conn:

@@ -15,8 +15,8 @@ from hookgate.agents.models import (
     complete_with_fallbacks,
     model_params,
     normalize_thinking,
-    resolve_model,
 )
+from hookgate.config.modelrefs import resolve_model
 from hookgate.config.settings import AgentSettings
 
 # --- §9.3 thinking levels ----------------------------------------------------------------------------

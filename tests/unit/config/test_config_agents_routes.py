@@ -138,14 +138,15 @@ def test_agents_errors(kit: Kit) -> None:
 def test_a_configured_model_no_run_can_use_is_warned_about(kit: Kit) -> None:
     """model.md §9: a run resolves its model when it starts, so a bad configured model is valid
     config, but `config check` says which agent it breaks; each warned primary fails that agent's
-    runs with the §9.2 text, and each warned fallback is skipped."""
+    runs with the §9.2 text (unless an override replaces it), and each warned fallback is skipped."""
     s = kit.load({"agents": {
         "defaults": {
-            "model": {"primary": "/", "fallbacks": ["openai/gpt-4o", "echo/x", "bad model"]},
-            "models": {"echo/*": {"alias": "e"}, "nope": {}, "openai/gpt-4o": {"alias": "big"}},
+            "model": {"primary": "echo/a", "fallbacks": ["openai/gpt-4o", "echo/x", "bad model"]},
+            "models": {"echo/*": {"alias": "e"}, "nope": {}, "echo/ x": {}, "openai/gpt-4o": {"alias": "big"}},
         },
         "list": [
-            {"id": "main"},
+            {"id": "main"},  # inherits the defaults: a sound primary, two fallbacks it never uses
+            {"id": "p", "model": "/"},
             {"id": "b", "model": "big"},
             {"id": "c", "model": "e"},
             {"id": "d", "model": "echo/echo-2"},  # fine: the echo runtime serves any echo model
@@ -153,21 +154,23 @@ def test_a_configured_model_no_run_can_use_is_warned_about(kit: Kit) -> None:
         ],
     }})
     assert s.warnings == (
-        ('agents.defaults.model.primary: "/" is not a valid model reference (provider/model or an alias): '
-         'every run of agent "main" fails'),
         ('agents.defaults.model.fallbacks[0]: provider "openai" is not served by agent "main" (its runtime '
          'serves "echo"): agent "main" never uses it'),
         ('agents.defaults.model.fallbacks[2]: "bad model" is not a valid model reference (provider/model or '
          'an alias): agent "main" never uses it'),
-        ('agents.list[1].model: provider "openai" is not served by agent "b" (its runtime serves "echo"): '
-         'every run of agent "b" fails'),
-        ('agents.list[2].model: "e" is the alias of "echo/*", which is not a model reference: every run of '
-         'agent "c" fails'),
-        ("agents.defaults.models.nope: not a model reference (provider/model or provider/*): the entry "
+        ('agents.list[1].model: "/" is not a valid model reference (provider/model or an alias): every run '
+         'of agent "p" without a usable model override fails'),
+        ('agents.list[2].model: provider "openai" is not served by agent "b" (its runtime serves "echo"): '
+         'every run of agent "b" without a usable model override fails'),
+        ('agents.list[3].model: "e" is the alias of "echo/*", which is not a model reference: every run of '
+         'agent "c" without a usable model override fails'),
+        ('agents.defaults.models: "nope" is not a model reference (provider/model or provider/*): the entry '
          "matches no model"),
+        ('agents.defaults.models: "echo/ x" is not a model reference (provider/model or provider/*): the '
+         "entry matches no model"),
     )
     models = s.agents.models
-    expected = {"main": "model '/' rejected: invalid model: /",
+    expected = {"p": "model '/' rejected: invalid model: /",
                 "b": "model 'big' rejected: provider 'openai' is not served by agent 'b'",
                 "c": "model 'e' rejected: invalid model: e"}
     for agent in s.agents.agents:
@@ -177,11 +180,15 @@ def test_a_configured_model_no_run_can_use_is_warned_about(kit: Kit) -> None:
                                   models=models, runtime=runtime)
         except ModelRejected as exc:
             assert exc.message == expected.pop(agent.id)
+            # a usable override still runs: hence "without a usable model override"
+            ok = choose_model(override="echo/y", gmail_default=None, agent=agent, defaults_model=None,
+                              models=models, runtime=runtime)
+            assert (ok.provider, ok.model) == ("echo", "y")
         else:
-            assert agent.id in ("d", "o")
-            assert choice.fallbacks == ()
+            assert agent.id in ("main", "d", "o")
+            if agent.id == "main":  # the warned fallbacks are skipped, the served one kept
+                assert (choice.model, [(f[0], f[1]) for f in choice.fallbacks]) == ("a", [("echo", "x")])
     assert expected == {}
-    # the object form's fallbacks that the runtime serves are kept: no warning
     fine = kit.load({"agents": {"defaults": {"model": {"primary": "echo/a", "fallbacks": ["b"]}}}})
     assert fine.warnings == ()
 

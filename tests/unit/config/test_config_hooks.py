@@ -325,11 +325,13 @@ def test_internal_is_ignored_with_warning(kit: Kit) -> None:
     )
 
 
-@pytest.mark.parametrize("model", ["/", "openai/", "/gpt", "openai/*", "open ai/gpt"])
+@pytest.mark.parametrize("model", ["/", "openai/", "/gpt", "openai/*", "open ai/gpt", "wild"])
 def test_a_gmail_model_no_run_can_use_is_warned_about(kit: Kit, model: str) -> None:
     """model.md §9.2: Gmail runs silently ignore an unusable hooks.gmail.model; `config check` says so
-    for one that is no model reference at all (valid config: it is resolved per run)."""
-    s = kit.load(hooks(gmail={"model": f" {model} "}))
+    for one that is no model reference at all (valid config: it is resolved per run), an alias of a
+    `provider/*` key included."""
+    s = kit.load({**hooks(gmail={"model": f" {model} "}),
+                  "agents": {"defaults": {"models": {"echo/*": {"alias": "wild"}}}}})
     assert s.warnings == (
         (f'hooks.gmail.model: "{model}" is not a valid model reference (provider/model or an alias): Gmail '
          "runs ignore it (model.md §9.2)"),

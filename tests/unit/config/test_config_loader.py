@@ -508,15 +508,18 @@ def test_values_serve_could_not_use_are_config_errors(kit: Kit) -> None:
     assert kit.errors({"gateway": {"http": {"securityHeaders": {"strictTransportSecurity": "max-age=1\nX-Evil: 1"}}}}) == [
         "gateway.http.securityHeaders.strictTransportSecurity: invalid HTTP header value (printable ASCII only)"
     ]
-    for path in (" ", ".", ""):
-        assert kit.errors({"storage": {"sqlite": {"path": path}}}) == [
-            "storage.sqlite.path: names a directory, not a database file"
-        ], path
+    for path in (" ", ""):
+        assert kit.errors({"storage": {"sqlite": {"path": path}}}) == ["storage.sqlite.path: must not be empty"], path
+    assert kit.errors({"storage": {"sqlite": {"path": "."}}}) == [
+        "storage.sqlite.path: names a directory, not a database file"
+    ]
     assert kit.errors({"storage": {"sqlite": {"path": "a\x00b"}}}) == [
         "storage.sqlite.path: must not contain a NUL character"
     ]
     # the file channel's path alike: every delivery to it failed
-    for path in (" ", ".", "", "/tmp"):
+    for path in (" ", ""):
+        assert kit.errors({"channels": {"file": {"path": path}}}) == ["channels.file.path: must not be empty"], path
+    for path in (".", "/tmp"):
         assert kit.errors({"channels": {"file": {"path": path}}}) == [
             "channels.file.path: names a directory, not a file"
         ], path
