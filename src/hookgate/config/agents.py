@@ -120,7 +120,8 @@ def _model_warnings(
     """A configured model no run of ``agent`` can use (model.md §9): the run resolves its model when
     it starts, so such a model is valid config, but an invalid primary, or one whose provider the
     agent's runtime does not serve, fails every run and heartbeat of the agent that no usable model
-    override (the request's, a Gmail default) replaces it in, and such a fallback is skipped. ``source`` is the key the model came from."""
+    override (the request's, a Gmail default) replaces it in, and such a fallback is skipped.
+    ``source`` is the key the model came from."""
     provider = runtime_provider(agent.runtime)
     model = agent.model
     if isinstance(model, Mapping):
@@ -128,7 +129,8 @@ def _model_warnings(
     else:
         primary, fallbacks, at = model, [], source
     if isinstance(primary, str) and (why := _unusable(primary, provider, agent.id, models)) is not None:
-        warnings.append(f'{at}: {why}: every run of agent "{agent.id}" without a usable model override fails')
+        warnings.append(f'{at}: {why}: every run of agent "{agent.id}" without a usable model override '
+                        "fails")
     for j, raw in enumerate(fallbacks):
         if (why := _unusable(raw, provider, agent.id, models)) is not None:
             warnings.append(f'{source}.fallbacks[{j}]: {why}: agent "{agent.id}" never uses it')
