@@ -163,17 +163,9 @@ def _storage(
     if tree["backend"] == "postgres" and "dsn" not in tree["postgres"]:
         errors.append('storage.postgres.dsn: required when storage.backend is "postgres"')
     sqlite, postgres, redis, ret = tree["sqlite"], tree["postgres"], tree["redis"], tree["retention"]
-    raw_path = sqlite["path"]
-    sqlite_path = "" if "\x00" in raw_path else resolve_config_path(config_dir, raw_path)
-    if not sqlite_path:
-        errors.append("storage.sqlite.path: must not contain a NUL character")
-    elif not raw_path.strip():
-        errors.append("storage.sqlite.path: must not be empty")
-    elif os.path.isdir(sqlite_path):
-        errors.append("storage.sqlite.path: names a directory, not a database file")
     return StorageSettings(
         backend=tree["backend"],
-        sqlite_path=sqlite_path,
+        sqlite_path=_file_path(config_dir, sqlite["path"], "storage.sqlite.path", "a database file", errors),
         durability=sqlite["durability"],
         group_commit_ms=float(sqlite["groupCommitMs"]),
         busy_timeout_ms=sqlite["busyTimeoutMs"],
@@ -198,6 +190,17 @@ def _storage(
 _CHANNEL_COMMON = ("enabled", "defaultTo", "retry")
 
 
+def _file_path(config_dir: str, raw: str, key: str, kind: str, errors: list[str]) -> str:
+    """A file the gateway writes, resolved against the config directory (a NUL is refused by the
+    schema's ``FilePath``): one that is empty or names a directory fails at every use."""
+    path = resolve_config_path(config_dir, raw)
+    if not raw.strip():
+        errors.append(f"{key}: must not be empty")
+    elif os.path.isdir(path):
+        errors.append(f"{key}: names a directory, not {kind}")
+    return path
+
+
 def _channels(
     tree: Mapping[str, Any], config_dir: str, secrets: Mapping[str, SecretSource], errors: list[str]
 ) -> tuple[ChannelSettings, ...]:
@@ -218,12 +221,7 @@ def _channels(
             else:
                 options[key] = value
         if cid == "file" and isinstance(options.get("path"), str):
-            raw_path = options["path"]
-            options["path"] = resolve_config_path(config_dir, raw_path)
-            if not raw_path.strip():
-                errors.append("channels.file.path: must not be empty")
-            elif os.path.isdir(options["path"]):
-                errors.append("channels.file.path: names a directory, not a file")
+            options["path"] = _file_path(config_dir, options["path"], "channels.file.path", "a file", errors)
         out.append(
             ChannelSettings(
                 id=cid,

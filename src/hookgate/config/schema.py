@@ -97,7 +97,7 @@ STORAGE = Obj(
         "sqlite": F(
             Obj(
                 {
-                    "path": F(Str(), "hookgate.db"),
+                    "path": F(FilePath(), "hookgate.db"),
                     "durability": F(Enum(("full", "normal")), "full"),
                     "groupCommitMs": F(Num(0, 1000), 2),
                     "busyTimeoutMs": F(Int(0, 600_000), 5000),

@@ -96,15 +96,13 @@ def _number(value: float) -> str:
 def _integral_floats_as_ints(value: Any) -> Any:
     """``value`` with every integral float inside it an integer, so that an object or array renders
     its numbers by the same rule as a lone one (``[2.0,-0.0]`` → ``[2,0]``, as ``{{x}}`` of ``2.0``
-    is ``2``). Containers without a float are returned as they are."""
+    is ``2``)."""
     if isinstance(value, float):
         return _integral(value) if math.isfinite(value) and value.is_integer() else value
     if isinstance(value, dict):
-        items = {k: _integral_floats_as_ints(v) for k, v in value.items()}
-        return value if all(items[k] is v for k, v in value.items()) else items
+        return {k: _integral_floats_as_ints(v) for k, v in value.items()}
     if isinstance(value, list):
-        out = [_integral_floats_as_ints(v) for v in value]
-        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+        return [_integral_floats_as_ints(v) for v in value]
     return value
 
 
