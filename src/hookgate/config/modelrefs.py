@@ -56,15 +56,9 @@ def resolve_model(raw: str, *, runtime_provider: str, models: Mapping[str, Any])
 
 
 def resolves_for_no_runtime(raw: str, models: Mapping[str, Any]) -> bool:
-    """``raw`` names no model whatever the agent's runtime: empty, whitespace inside, a ``/`` with an
-    empty side (or ``provider/*``), or an alias of a key that is no model reference."""
-    value = raw.strip()
-    if not value or any(ch.isspace() for ch in value):
-        return True
-    if "/" not in value:
-        target = alias_target(value, models)
-        return target is not None and parse_reference(target.strip()) is None
-    return parse_reference(value) is None
+    """``raw`` names no model whatever the agent's runtime: whether a reference resolves does not
+    depend on the runtime's provider (it only completes a bare model id), so any name stands in."""
+    return resolve_model(raw, runtime_provider="any", models=models) is None
 
 
 def key_reference(key: str) -> Reference | None:

@@ -325,7 +325,7 @@ def test_internal_is_ignored_with_warning(kit: Kit) -> None:
     )
 
 
-@pytest.mark.parametrize("model", ["/", "openai/", "/gpt", "openai/*", "open ai/gpt", "wild"])
+@pytest.mark.parametrize("model", ["/", "openai/", "/gpt", "openai/*", "open ai/gpt", "wild", "*"])
 def test_a_gmail_model_no_run_can_use_is_warned_about(kit: Kit, model: str) -> None:
     """model.md §9.2: Gmail runs silently ignore an unusable hooks.gmail.model; `config check` says so
     for one that is no model reference at all (valid config: it is resolved per run), an alias of a
