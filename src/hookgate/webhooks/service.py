@@ -147,7 +147,7 @@ class FlowService:
         if flow is not None and action.child_session_key is not None:
             child = action.child_session_key.strip().lower()
             ancestors = _ancestors(tx, child)
-            if ancestors is None and _is_agent_main(child, self.settings().agents.known_ids):
+            if ancestors is None and _is_configured_root(child, self.settings()):
                 ancestors = []  # known before the store first records it: a root, no route's child
             verdict = child_session_verdict(action.child_session_key, owner, ancestors)
         tasks = tx.list_tasks(flow.flow_id) if flow is not None and action.run_id is not None else []
@@ -277,15 +277,19 @@ def _ancestors(tx: FlowTx, key: str) -> list[str] | None:
     return chain
 
 
-def _is_agent_main(key: str, agent_ids: frozenset[str]) -> bool:
-    """``key`` is the main session of a configured agent (``agent:<id>:main``).
+def _is_configured_root(key: str, settings: Settings) -> bool:
+    """``key`` (trimmed, lower-cased) is a session the config names: the main session of a configured
+    agent (``agent:<id>:main``) or the session of a configured route.
 
     The child-session guard (webhooks.md §4.13) accepts a key "unknown to the store" as a new child of
-    the route session. A configured agent's main session is recorded only when something first uses it
-    (a wake, a summary, a notification), so without this a route could claim another agent's main
-    session — the spec's own example of a key to refuse — just by being first after a fresh start."""
+    the route session. These sessions are recorded only when something first uses them (a wake, a
+    summary, a notification, the route's first flow), so without this a route could claim another
+    agent's main session — the spec's own example of a key to refuse — or another route's session,
+    just by being first after a fresh start, and then run tasks in it."""
     agent = _agent_of(key)
-    return agent is not None and key == f"agent:{agent}:main" and agent in agent_ids
+    if agent is not None and key == f"agent:{agent}:main" and agent in settings.agents.known_ids:
+        return True
+    return any(route.session_key == key for route in settings.webhooks.routes)
 
 
 def _agent_of(key: str) -> str | None:

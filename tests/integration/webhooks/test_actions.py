@@ -434,23 +434,32 @@ def test_child_session_guard(gw: RunningGateway, api: Api) -> None:
 def test_child_session_guard_knows_every_configured_agents_main_session(tmp_path: Any) -> None:
     """webhooks.md §4.13 names "another agent's main session" as a key to refuse. On a fresh store
     nothing has recorded agent:main:main yet (no wake, summary or notification), and it was accepted
-    as "unknown" and recorded as the ci route's child — by whichever route came first."""
-    config = webhooks_config({"ci": ci_route()})
+    as "unknown" and recorded as the ci route's child — by whichever route came first. The same held
+    for another route's session before that route's first flow: the ci route could claim it, and then
+    run tasks in it."""
+    routes = {"ci": ci_route(),
+              "deploy": ci_route(path="/plugins/webhooks/deploy", sessionKey=" Hook:Deploy "),
+              "lab-jobs": ci_route(path="/plugins/webhooks/lab", sessionKey="agent:lab:subagent:jobs")}
+    config = webhooks_config(routes)
     config["agents"]["list"].append({"id": "lab"})  # neither the default agent nor the route's
+    others = "SELECT key FROM sessions WHERE key != 'agent:ops:main'"
     with serving(tmp_path, config) as fresh, fresh.client() as c:
         api = Api(c)
         flow = api.create()
         with db(fresh) as conn:
-            assert conn.execute("SELECT key FROM sessions WHERE key LIKE '%:main' AND key != 'agent:ops:main'"
-                                ).fetchall() == []
+            assert conn.execute(others).fetchall() == []
         refusal = "childSessionKey is outside the route's session tree"
-        for key in ("agent:main:main", " Agent:Main:Main ", "agent:lab:main"):
+        for key in ("agent:main:main", " Agent:Main:Main ", "agent:lab:main",
+                    "hook:deploy", "HOOK:DEPLOY", "agent:lab:subagent:jobs"):
             r = api.call("run_task", flowId=flow["flowId"], runtime="subagent", task="t", childSessionKey=key)
             exact(r, 409, envelope("ci", {"found": True, "created": False, "reason": refusal, "flow": flow},
                                    "task_not_created", refusal))
         with db(fresh) as conn:  # nothing recorded by the refusals
-            assert conn.execute("SELECT key FROM sessions WHERE key LIKE '%:main' AND key != 'agent:ops:main'"
-                                ).fetchall() == []
+            assert conn.execute(others).fetchall() == []
+        # the deploy route still owns its session: its first flow and a task in its own session
+        deploy = route_api(fresh, c, "deploy")
+        deploy_flow = deploy.create()
+        assert deploy.run_task(deploy_flow["flowId"], childSessionKey="hook:deploy")["created"] is True
         # the route's own main session (a control), and the main session of an agent not configured
         # (unknown to the store and to the config: recorded as the route's child, as §4.13 says)
         for key in ("agent:ops:main", "agent:ghost:main"):
