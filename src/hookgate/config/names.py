@@ -1,6 +1,6 @@
 """Pure name and path normalisations shared by config and the request surfaces.
 
-- agent ids (hooks.md "Terms"),
+- agent ids (hooks.md "Terms") and an agent's main session key,
 - the hooks base path (hooks.md §1.1 ``path``) and mapping ``match.path`` (§6.1),
 - webhook route paths (webhooks.md §1.4 ``normalise``),
 - channel names and their aliases (model.md §10.1),
@@ -57,6 +57,12 @@ def normalize_agent_id(raw: str) -> str:
         return value.lower()
     value = _AGENT_ID_BAD_RUN.sub("-", value.lower()).strip("-")[:64]
     return value or DEFAULT_AGENT_ID
+
+
+def main_session_key(agent_id: str) -> str:
+    """An agent's main session (model.md §3): where its wakes queue, its heartbeat runs and isolated
+    runs summarise into."""
+    return f"agent:{agent_id}:main"
 
 
 def normalize_hooks_path(raw: str) -> str:

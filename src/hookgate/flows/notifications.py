@@ -12,6 +12,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from hookgate.config.names import main_session_key
 from hookgate.flows.model import (
     DELIVERY_NOT_APPLICABLE,
     DELIVERY_SESSION_QUEUED,
@@ -74,7 +75,7 @@ def notification_session(owner_key: str, default_agent_id: str) -> tuple[str, st
     agent = agent_id_from_session_key(key)
     if agent is None:
         agent = default_agent_id
-    return f"agent:{agent}:main", agent
+    return main_session_key(agent), agent
 
 
 def cut(text: str, limit: int) -> str:

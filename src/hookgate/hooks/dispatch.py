@@ -7,6 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from hookgate.clock import Clock, new_id
+from hookgate.config.names import main_session_key
 from hookgate.config.settings import Settings
 from hookgate.errors import RequestError
 from hookgate.hooks.actions import AgentAction, WakeAction
@@ -41,7 +42,7 @@ async def dispatch_wake(action: WakeAction, settings: Settings, store: Store, cl
     """Queue the text on the default agent's main session; ``now`` also requests a heartbeat."""
     agent_id = settings.agents.default_agent_id
     result = await store.queue_system_event(
-        session_key=f"agent:{agent_id}:main",
+        session_key=main_session_key(agent_id),
         agent_id=agent_id,
         text=prepare_event_text(action.text),
         now_ms=clock.now_ms(),

@@ -6,7 +6,7 @@ import hashlib
 
 import msgspec
 
-from hookgate.config.names import normalize_agent_id
+from hookgate.config.names import main_session_key, normalize_agent_id
 from hookgate.config.settings import AgentsSettings, HooksSettings
 from hookgate.errors import RequestError
 from hookgate.hooks.actions import AgentAction
@@ -77,7 +77,7 @@ def stored_session_key(key: str, agent_id: str) -> str:
     if key.lower().startswith("agent:"):
         return key.lower()
     if key.lower() == "main":
-        return f"agent:{agent_id}:main"
+        return main_session_key(agent_id)
     return f"agent:{agent_id}:{key.lower()}"
 
 

@@ -33,6 +33,7 @@ from hookgate.channels.base import (
     Envelope,
 )
 from hookgate.clock import Clock
+from hookgate.config.names import main_session_key
 from hookgate.config.settings import ChannelSettings, Settings
 from hookgate.obs.logging import clean_text
 from hookgate.obs.metrics import Metrics
@@ -121,7 +122,7 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
             tx.delivery_part_sent(delivery_id, done, last_id[0], now)
         tx.finish_delivery_attempt(delivery_id, "delivered", None, "delivered", last_status[0], None, now)
         if explicit:
-            tx.set_last_route(f"agent:{job.agent_id}:main", job.agent_id, job.channel, job.target, now)
+            tx.set_last_route(main_session_key(job.agent_id), job.agent_id, job.channel, job.target, now)
 
     ctx.settling()
     await ctx.store.flow_write(commit)
@@ -160,7 +161,7 @@ async def _failed(ctx: DeliveryContext, job: DeliveryJob, exc: DeliveryError, do
         tx.finish_delivery_attempt(job.delivery_id, "dead" if dead else "pending", next_at,
                                    "dead" if dead else "retry", exc.http_status, exc.message, now)
         if summary is not None:
-            tx.queue_system_event(f"agent:{target_agent}:main", target_agent, summary, now, wake)
+            tx.queue_system_event(main_session_key(target_agent), target_agent, summary, now, wake)
 
     ctx.settling()
     await ctx.store.flow_write(commit)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hookgate.clock import new_id
+from hookgate.config.names import main_session_key
 from hookgate.runtime.ports import RuntimeTx
 from hookgate.store.base import DeliveryRecord
 
@@ -33,7 +34,7 @@ def resolve_target(ctx: RunContext, tx: RuntimeTx, agent_id: str, channel: str, 
         cfg = settings.channel(channel)
         target = to or (cfg.default_to if cfg else None)
         return (channel, target) if cfg is not None and target else f"no delivery target for channel {channel}"
-    last_channel, last_to = tx.last_route(f"agent:{agent_id}:main")
+    last_channel, last_to = tx.last_route(main_session_key(agent_id))
     if last_channel and settings.channel(last_channel) is not None:
         return last_channel, (to or last_to or "")
     whatsapp = settings.channel("whatsapp")

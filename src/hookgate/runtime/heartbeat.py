@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from hookgate.clock import new_id
+from hookgate.config.names import main_session_key
 from hookgate.runtime.delivery import deliver_reply
 from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.prompts import heartbeat_prompt, heartbeat_skipped, render_events
@@ -19,7 +20,7 @@ FAILED = ("error", "timed_out")  # the turns that count against their events (mo
 async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     settings = ctx.settings
     agent = agent_of(settings, agent_id)
-    session = f"agent:{agent_id}:main"
+    session = main_session_key(agent_id)
     started_ms = ctx.clock.now_ms()
     every_ms = agent.heartbeat.every_seconds * 1000
 

@@ -11,6 +11,7 @@ from typing import Any
 from hookgate.agents.base import AgentRuntime, AgentRuntimeError, RuntimeRequest, preflight
 from hookgate.agents.models import ModelRejected, choose_model, complete_with_fallbacks, normalize_thinking
 from hookgate.clock import Clock
+from hookgate.config.names import main_session_key
 from hookgate.config.settings import AgentSettings, Settings
 from hookgate.flows.model import CANCELLED_BY_OPERATOR, Task, is_terminal
 from hookgate.flows.notifications import Notification, notification_session
@@ -254,6 +255,6 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
         if record is not None:
             tx.record_delivery(record, now)
         if summary is not None:
-            tx.queue_system_event(f"agent:{target_agent}:main", target_agent, summary, now, wake)
+            tx.queue_system_event(main_session_key(target_agent), target_agent, summary, now, wake)
 
     await ctx.store.flow_write(commit)

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from hookgate.clock import Clock, new_id
+from hookgate.config.names import main_session_key
 from hookgate.config.settings import RouteSettings, Settings
 from hookgate.flows import decisions, results
 from hookgate.flows.model import Task
@@ -287,7 +288,7 @@ def _is_configured_root(key: str, settings: Settings) -> bool:
     agent's main session — the spec's own example of a key to refuse — or another route's session,
     just by being first after a fresh start, and then run tasks in it."""
     agent = _agent_of(key)
-    if agent is not None and key == f"agent:{agent}:main" and agent in settings.agents.known_ids:
+    if agent is not None and key == main_session_key(agent) and agent in settings.agents.known_ids:
         return True
     return any(route.session_key == key for route in settings.webhooks.routes)
 
