@@ -20,6 +20,7 @@ from hookgate.edge.hooks_surface import HooksSurface
 from hookgate.edge.http import (
     Answer,
     Responder,
+    body_pending,
     error_b,
     first_headers,
     json_answer,
@@ -84,6 +85,10 @@ class Gateway:
         answer = await self.answer(req)
         if answer is None:
             return
+        if body_pending(receive):
+            # answered before the body ended (401, 429, 405, …): the connection closes after the answer
+            # instead of reading and discarding whatever the client still sends, of any size
+            answer.close = True
         try:
             await self.responder.send(send, answer, req.request_id, req.method == "HEAD")
         except OSError:

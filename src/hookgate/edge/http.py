@@ -113,6 +113,12 @@ def _already_read(receive: Receive) -> bool:
         return False
 
 
+def body_pending(receive: Receive) -> bool:
+    """True while uvicorn (httptools) still expects more of the request body from the client."""
+    cycle = getattr(receive, "__self__", None)
+    return getattr(cycle, "more_body", False) is True
+
+
 async def read_body(req: Request, limit: int, timeout: float) -> bytes:
     """The request's whole body within ``limit`` bytes and ``timeout`` seconds from the first read:
     the one hookgate's protocol read with the head, else read through ASGI."""

@@ -268,6 +268,44 @@ def test_unauthenticated_big_body_gets_401_not_413(gateway_factory: GatewayFacto
         assert r.status_code == 401
 
 
+def test_answer_before_the_body_ends_closes_the_connection(gateway: RunningGateway) -> None:
+    """A 401 answered while the body is still arriving closes the connection after it: the server does
+    not go on reading and discarding what a client that failed auth still sends, whatever it declared
+    (it did, past ``bodyTimeoutSeconds``, for as long as the bytes kept coming)."""
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=5)
+    try:
+        sock.sendall(_post_raw("/hooks/wake", b"{", token="nope", length=10_000_000))
+        received = b""
+        while b'"Unauthorized"}' not in received:
+            chunk = sock.recv(65536)
+            assert chunk, received
+            received += chunk
+        assert received.startswith(b"HTTP/1.1 401 ") and b"connection: close" in received.lower()
+        closed = False
+        for _ in range(50):  # the client keeps sending: the server has closed, so this ends
+            try:
+                sock.sendall(b"x" * 1000)
+                if sock.recv(1) == b"":
+                    closed = True
+                    break
+            except (ConnectionResetError, BrokenPipeError):
+                closed = True
+                break
+            except TimeoutError:
+                break
+        assert closed
+    finally:
+        sock.close()
+    # a client that sends a whole body at once still reads its 401, however large the body
+    with gateway.client() as c:
+        r = c.post("/hooks/wake", content=b"x" * 3_000_000, headers={"Authorization": "Bearer nope"})
+        assert r.status_code == 401 and r.headers["connection"] == "close"
+        # one answered after its body was read keeps the connection
+        assert "connection" not in c.post("/hooks/wake", json={"text": "kept"}, headers=AUTH).headers
+
+
 def test_body_timeout_408_then_close(gateway_factory: GatewayFactory) -> None:
     gw = gateway_factory(hooks_config(bodyTimeoutSeconds=1))
     started = time.monotonic()
