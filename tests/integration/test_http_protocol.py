@@ -4,7 +4,9 @@ uvicorn leaves unbounded (head size, head time, unparsable bytes) gets a JSON an
 from __future__ import annotations
 
 import socket
+import time
 
+import pytest
 from gateway import HOOKS_TOKEN, RunningGateway, raw_request
 
 
@@ -89,6 +91,33 @@ def test_a_request_head_past_64_kib_gets_431_and_the_connection_closed(gateway: 
     big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60_000 + b"\r\nConnection: close\r\n\r\n"
     received, closed = raw_request(gateway.port, big)
     assert received.startswith(b"HTTP/1.1 200 ") and closed
+
+
+@pytest.mark.parametrize("pieces", [1, 4, 40])
+@pytest.mark.parametrize("shape", ["one header", "many headers"])
+def test_a_whole_head_past_64_kib_sent_at_once_gets_431(gateway: RunningGateway, pieces: int, shape: str) -> None:
+    """The read that ends a head was not counted: a 70 KB or a 260 KB head that arrived complete in one
+    read (or whose last read held most of it) was served. Sent whole or in pieces, the head is refused."""
+    for size in (70_000, 260_000):
+        if shape == "one header":
+            fields = b"X-Big: " + b"a" * size + b"\r\n"
+        else:
+            fields = b"".join(b"X-%d: %s\r\n" % (i, b"b" * 90) for i in range(size // 100))
+        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + fields + b"Connection: close\r\n\r\n"
+        sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+        try:
+            step = -(-len(head) // pieces)
+            try:
+                for i in range(0, len(head), step):
+                    sock.sendall(head[i:i + step])
+                    time.sleep(0.01)
+            except OSError:
+                pass  # closed while sending: the refusal
+            received, closed = _answer_and_close(sock, 5)
+        finally:
+            sock.close()
+        assert received.startswith(b"HTTP/1.1 431 "), (size, received[:100])
+        assert closed
 
 
 def test_a_head_not_finished_in_15_s_is_closed(gateway: RunningGateway) -> None:

@@ -96,7 +96,8 @@ _PARSED_METHODS = frozenset(
 )
 _MAX_METHOD = 256  # longer than any method a client sends; a longer token is refused as malformed
 _TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]{1," + str(_MAX_METHOD).encode() + rb"}")
-MAX_HEAD_BYTES = 64 * 1024  # request line and headers of one request (checked per read: ≤ one read more)
+MAX_HEAD_BYTES = 64 * 1024  # request line and headers of one request: the bytes of the reads that were all
+# head so far, and the line and fields as parsed once the head ends (the read that ends it may hold body too)
 HEAD_TIMEOUT_S = 15.0  # from connecting, or a request's first byte, to the end of its headers
 _SWEEP_EVERY_S = 1.0
 
@@ -188,6 +189,9 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _head_since: float | None = None  # loop time the current request's head began; None: complete
     _head_bytes = 0
     _head_marks = 0  # bumped at every request start and head end: did a boundary fall in this read?
+    _head_too_large = False  # the head that just ended is past MAX_HEAD_BYTES (the connection closes)
+    _read_size = 0  # the length of the read being parsed (a head within it is no longer than that)
+    _head_reads = 0  # the length of the reads that held part of the current head: no less than its size
     _message_begun = False
     _at_message_start = True  # the next byte read starts a request (its method)
     _other_method: str | None = None  # a method llhttp does not parse, read as PATCH
@@ -215,6 +219,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self.headers = []
         self._head_since = self.loop.time()
         self._head_bytes = 0
+        self._head_reads = 0
         self._head_marks += 1
         self._message_begun = True
         self._at_message_start = False  # a request began inside this read: its next byte is not one
@@ -222,6 +227,10 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_since = None
         self._head_marks += 1
+        if (self._head_reads + self._read_size > MAX_HEAD_BYTES  # else it cannot be: no sum per request
+                and _parsed_head_size(self.url, self.headers) > MAX_HEAD_BYTES):
+            self._head_too_large = True
+            raise _HeadTooLarge  # stops the parser: its feed_data raises, and _receive answers 431
         if self.parser.should_upgrade():  # no request of it yet: see _receive
             self._upgrade_ignored = True
             return
@@ -344,10 +353,14 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             # (the parser's on_message_begin clears _at_message_start once a request begins)
         marks = self._head_marks
         self._unset_keepalive_if_required()
+        self._read_size = len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
             self._reading = None
+            if self._head_too_large:
+                self._refuse(431, "headers_too_large")
+                return None
             msg = "Invalid HTTP request received."
             self.logger.warning(msg)  # as uvicorn does (logged as ``server.message``)
             self.send_400_response(msg)
@@ -360,6 +373,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             return self._without_upgrade(data[exc.args[0]:])
         if self._reading is not None:  # its body goes on in a later read
             self._to_asgi()
+        if self._head_since is not None:  # a head goes on in the next read
+            self._head_reads += len(data)
         if self._head_since is not None and marks == self._head_marks:  # all of it was head
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
@@ -402,6 +417,16 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             return
         self.transport.write(refuse(status, reason, self.client))
         self.transport.close()
+
+
+class _HeadTooLarge(Exception):
+    """Raised in ``on_headers_complete`` to stop the parser at the end of a head past ``MAX_HEAD_BYTES``."""
+
+
+def _parsed_head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
+    """A request head's size as parsed: its line (a method and ``HTTP/1.1`` around the target) and each
+    field as ``name: value`` and CRLF. Whitespace the parser dropped is not counted."""
+    return len(url) + 16 + sum(len(name) + len(value) + 4 for name, value in headers)
 
 
 def _new_parser(protocol: HttpToolsProtocol) -> httptools.HttpRequestParser:
