@@ -115,3 +115,30 @@ def test_a_failed_store_commit_on_the_request_path_logs_store_error(gateway_fact
         holder.close()
     events = [e["event"] for e in gw.flushed_log_events()]
     assert "store.error" in events, events
+
+
+def test_access_line_has_the_body_size_and_hash_when_answered_before_the_body_was_read(
+        gateway_factory: GatewayFactory) -> None:
+    # operations.md §2: "One access line per request, http.request: … body_bytes, body_sha256 (first 16
+    # hex characters of the body hash)". A 401 or a 405 is answered before the surface reads the body,
+    # and a health check has none to read: their lines lacked both fields.
+    import hashlib
+
+    gw = gateway_factory(hooks_config())
+    body = b'{"text":"not logged"}'
+    for method, token, rid, status in (("POST", "nope", "early-401", 401), ("PUT", "hook-secret", "early-405", 405),
+                                       ("POST", "hook-secret", "read", 200)):
+        # head and body in one write: the server reads them together (as a webhook's POST arrives)
+        out, _ = raw_request(gw.port, f"{method} /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                             f"X-Request-Id: {rid}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                             .encode() + body, read_timeout=5)
+        assert out.startswith(f"HTTP/1.1 {status} ".encode()), out[:100]
+    with gw.client() as c:
+        assert c.get("/healthz", headers={"X-Request-Id": "no-body"}).status_code == 200
+    digest = hashlib.sha256(body).hexdigest()[:16]
+    for rid in ("early-401", "early-405", "read"):
+        line = _access_line(gw, rid)
+        assert (line.get("body_bytes"), line.get("body_sha256")) == (len(body), digest), line
+    line = _access_line(gw, "no-body")
+    assert (line.get("body_bytes"), line.get("body_sha256")) == (0, hashlib.sha256(b"").hexdigest()[:16]), line
+    assert "not logged" not in gw.stderr()

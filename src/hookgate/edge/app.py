@@ -20,6 +20,7 @@ from hookgate.edge.hooks_surface import HooksSurface
 from hookgate.edge.http import (
     Answer,
     Responder,
+    body_digest,
     body_pending,
     error_b,
     first_headers,
@@ -199,7 +200,13 @@ class Gateway:
             "duration_ms": round(elapsed * 1000, 3),
             "user_agent": clean_text(ua.decode("latin-1")) if ua else None,
         }
-        line.update(req.log)
+        log = req.log
+        if "body_bytes" not in log and req.body is not None:
+            # answered before its surface read the body (401, 405, a health check): the protocol had
+            # read it whole with the head, so the line still has its size and hash (operations.md §2)
+            log["body_bytes"] = len(req.body)
+            log["body_sha256"] = body_digest(req.body)[:16]
+        line.update(log)
         info_line("http.request", line)
 
     async def _health(self, req: Request, kind: str) -> Answer:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-from hookgate.edge.http import Answer, BodyTimeout, BodyTooLarge, ClientGone, error_b, json_answer, read_body
+from hookgate.edge.http import (
+    Answer,
+    BodyTimeout,
+    BodyTooLarge,
+    ClientGone,
+    body_digest,
+    error_b,
+    json_answer,
+    read_body,
+)
 from hookgate.edge.request import Request, bearer_token, header_token, secrets_equal
 from hookgate.errors import HookgateError, RequestError, StoreUnavailable
 from hookgate.hooks import actions
@@ -93,7 +101,7 @@ class HooksSurface:
             gw.log.info("hook.body_aborted", **self.context(req))
             return None
         req.log["body_bytes"] = len(body)
-        req.log["body_sha256"] = hashlib.sha256(body).hexdigest()[:16]
+        req.log["body_sha256"] = body_digest(body)[:16]
         try:
             payload = decode_hook_body(body)
         except RequestError as exc:

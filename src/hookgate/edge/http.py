@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,6 +112,12 @@ def _already_read(receive: Receive) -> bool:
         return cycle.more_body is False and cycle.message_event.is_set()  # type: ignore[union-attr]
     except AttributeError:
         return False
+
+
+def body_digest(body: bytes) -> str:
+    """The body's SHA-256 in hex: logged as ``body_sha256`` (its first 16 characters), and the
+    idempotency fingerprint of Surface A."""
+    return hashlib.sha256(body).hexdigest()
 
 
 def body_pending(receive: Receive) -> bool:

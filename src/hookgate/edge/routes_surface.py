@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -12,7 +11,15 @@ import msgspec
 from hookgate import jsonbody
 from hookgate.config.names import normalize_route_path
 from hookgate.config.settings import RouteSettings, Settings
-from hookgate.edge.http import Answer, BodyTimeout, BodyTooLarge, ClientGone, json_answer, read_body
+from hookgate.edge.http import (
+    Answer,
+    BodyTimeout,
+    BodyTooLarge,
+    ClientGone,
+    body_digest,
+    json_answer,
+    read_body,
+)
 from hookgate.edge.limits import FixedWindowLimiter, InFlightLimiter
 from hookgate.edge.request import Request
 from hookgate.errors import StoreUnavailable
@@ -148,7 +155,7 @@ class RoutesSurface:
             gw.log.info("webhook.body_aborted", **_context(req, route))
             return None
         req.log["body_bytes"] = len(body)
-        digest = hashlib.sha256(body).hexdigest()
+        digest = body_digest(body)
         req.log["body_sha256"] = digest[:16]
         if isinstance(verdict, route_auth.PendingSignature) and not route_auth.check_body(route.auth, verdict, body):
             return self._unauthorized(req, route)
