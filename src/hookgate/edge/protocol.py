@@ -9,8 +9,13 @@ inter-processor interrupt) cost the writing thread ~20 µs of system time.
 Here a connection's writes are held until the end of the event loop's current pass: one
 ``send(2)`` per connection and pass, and the responses a commit group completed leave back to back.
 Nothing waits longer than the rest of the pass it was written in. Closing a connection sends what
-it holds first. A response the gateway hands over whole, as bytes (below), has nothing to be joined
-with: it is sent at once (``write_now``), without a callback scheduled for it.
+it holds first. This holds for a response the gateway hands over whole, as bytes (below), too:
+sent the moment it was ready (``write_now``, until the twenty-third VM), the responses of a pass
+trickled out between the requests still being worked on, and each woke a client that had gone back
+to sleep — under wrk on the same machine 0.66 – 0.85 wake-ups of its threads per request, against
+0.11 – 0.16 when they leave together at the end of the pass, and 25 – 40 % more rejected requests
+a second. (A callback per response costs less than a wake-up: the instruction count that chose
+``write_now`` counted no kernel time. The same holds for a reverse proxy on the same host.)
 
 A request whose head and body arrive in one read (a webhook's small JSON POST, nearly every request)
 is handed to the gateway whole (``Gateway.serve_read``) instead of through uvicorn's ASGI cycle (a
@@ -49,13 +54,6 @@ class PassTransport:
         if not held:
             self._loop.call_soon(self.send_held)
         held.append(data)
-
-    def write_now(self, data: bytes) -> None:
-        """Send ``data`` at once, after anything held (a whole response: nothing to join it with)."""
-        if self._held:
-            self.write(data)
-        elif not self._transport.is_closing():
-            self._transport.write(data)
 
     def is_closing(self) -> bool:
         return self._transport.is_closing()
@@ -162,7 +160,7 @@ class Exchange:
         protocol = self.protocol
         transport: PassTransport = protocol.transport  # type: ignore[assignment]  # see connection_made
         if data is not None:
-            transport.write_now(data)
+            transport.write(data)  # held until the end of the pass, with the pass's other responses
         if close or data is None:
             transport.close()
         protocol.on_response_complete()
