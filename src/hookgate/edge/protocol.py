@@ -12,18 +12,19 @@ Nothing waits longer than the rest of the pass it was written in. Closing a conn
 it holds first. This holds for a response the gateway hands over whole, as bytes (below), too:
 sent the moment it was ready (``write_now``, until the twenty-third VM), the responses of a pass
 trickled out between the requests still being worked on, and each woke a client that had gone back
-to sleep — under wrk on the same machine 0.66 – 0.85 wake-ups of its threads per request, against
-0.11 – 0.16 when they leave together at the end of the pass, and 25 – 40 % more rejected requests
-a second. (A callback per response costs less than a wake-up: the instruction count that chose
-``write_now`` counted no kernel time. The same holds for a reverse proxy on the same host.)
+to sleep — under wrk on the same machine 0.57 – 0.85 wake-ups of its threads per request, against
+0.11 – 0.16 when they leave together at the end of the pass, and 32 – 44 % more rejected requests
+a second (bench/README.md, twenty-third VM). A callback per response costs less than a wake-up:
+the instruction count that chose ``write_now`` counted no kernel time. A reverse proxy on the same
+host is woken the same way.
 
 A request whose head and body arrive in one read (a webhook's small JSON POST, nearly every request)
 is handed to the gateway whole (``Gateway.serve_read``) instead of through uvicorn's ASGI cycle (a
 scope, an event, a receive and two sends whose headers are checked one by one): the gateway's answer
-comes back as bytes and is written at once. Everything else — a body still arriving, ``Expect:
-100-continue``, a request pipelined behind one not yet answered, any other ASGI app — takes uvicorn's
-cycle, unchanged. An idle keep-alive connection is closed by the once-a-second sweep, not by a timer
-armed after every response.
+comes back as bytes, one write held with the pass's others. Everything else — a body still
+arriving, ``Expect: 100-continue``, a request pipelined behind one not yet answered, any other ASGI
+app — takes uvicorn's cycle, unchanged. An idle keep-alive connection is closed by the once-a-second
+sweep, not by a timer armed after every response.
 """
 
 from __future__ import annotations
