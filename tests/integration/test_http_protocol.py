@@ -3,6 +3,8 @@ uvicorn leaves unbounded (head size, head time, unparsable bytes) gets a JSON an
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import time
 
@@ -118,6 +120,37 @@ def test_a_whole_head_past_64_kib_sent_at_once_gets_431(gateway: RunningGateway,
             sock.close()
         assert received.startswith(b"HTTP/1.1 431 "), (size, received[:100])
         assert closed
+
+
+def test_a_head_within_64_kib_is_served_whatever_its_spacing(gateway: RunningGateway) -> None:
+    """The ended head's size is a lower bound of what was sent: a legal head of 65 000 bytes whose
+    fields have no space after the colon, sent with its body in one read, is served (it got 431 when
+    each field was counted with a space)."""
+    fields = b"".join(b"X%d:%s\r\n" % (i, b"v" * 36) for i in range(1500))
+    body = b'{"text":"spaced"}' + b" " * 2000
+    head = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HOOKS_TOKEN.encode() + b"\r\n"
+            + fields + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+    assert 64_000 < len(head) <= 64 * 1024
+    received, _ = raw_request(gateway.port, head + body)
+    assert received.startswith(b"HTTP/1.1 200 "), received[:100]
+
+
+@pytest.mark.parametrize("bad", ["head past 64 KiB", "bytes that are no request"])
+def test_a_refusal_waits_for_the_answer_of_a_request_before_it(gateway: RunningGateway, bad: str) -> None:
+    """A wake and, pipelined behind it in the same read, something to refuse: the wake's 200 (its
+    event is committed) comes first, then the refusal, then the close. The refusal used to be written
+    at once and the connection closed: the client read a 431 or 400 for a wake that was committed."""
+    text = f"pipelined before a refusal ({bad})"
+    body = json.dumps({"text": text}).encode()
+    wake = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HOOKS_TOKEN.encode()
+            + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    after = (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+             if bad == "head past 64 KiB" else b"\x01\x02 not HTTP\r\n\r\n")
+    received, closed = raw_request(gateway.port, wake + after)
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", received)
+    assert statuses == [b"200", b"431" if bad == "head past 64 KiB" else b"400"], received[:300]
+    assert closed
+    assert text in gateway.cli("events", "list", "--status", "all", "--json").stdout
 
 
 def test_a_head_not_finished_in_15_s_is_closed(gateway: RunningGateway) -> None:

@@ -190,6 +190,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _head_marks = 0  # bumped at every request start and head end: did a boundary fall in this read?
     _head_too_large = False  # the head that just ended is past MAX_HEAD_BYTES (the connection closes)
     _read_size = 0  # the length of the read being parsed (a head within it is no longer than that)
+    _refusal: bytes | None = None  # a refusal waiting for the answer to an earlier request (_refuse)
     _head_reads = 0  # the length of the reads that held part of the current head: no less than its size
     _message_begun = False
     _at_message_start = True  # the next byte read starts a request (its method)
@@ -309,9 +310,14 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         self._at_message_start = True  # until the parser begins another request in the same read
 
     def on_response_complete(self) -> None:
-        """uvicorn's, with the keep-alive timeout kept by the sweep instead of a timer per response."""
+        """uvicorn's, with the keep-alive timeout kept by the sweep instead of a timer per response;
+        a refusal that waited for this answer (``_refuse``) follows it when nothing else is owed."""
         self.server_state.total_requests += 1
         if self.transport.is_closing():
+            return
+        if self._refusal is not None and not self.pipeline:
+            self.transport.write(self._refusal)
+            self.transport.close()
             return
         self.flow.resume_reading()
         if self.pipeline:
@@ -326,6 +332,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         self._idle_since = None
 
     def data_received(self, data: bytes) -> None:
+        if self._refusal is not None:  # the connection ends with the refusal: nothing more is parsed
+            return
         # an ignored upgrade hands back its head, rebuilt, and the rest of the read: a loop, not
         # recursion (a read may hold hundreds of pipelined requests)
         rest: bytes | None = data
@@ -356,13 +364,13 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
-            self._reading = None
             if self._head_too_large:
                 self._refuse(431, "headers_too_large")
-                return None
-            msg = "Invalid HTTP request received."
-            self.logger.warning(msg)  # as uvicorn does (logged as ``server.message``)
-            self.send_400_response(msg)
+            else:
+                msg = "Invalid HTTP request received."
+                self.logger.warning(msg)  # as uvicorn does (logged as ``server.message``)
+                self.send_400_response(msg)
+            self._reading = None
             return None
         except httptools.HttpParserUpgrade as exc:  # the rest of ``data`` is the request's body and after
             if self.parser.get_method() == b"CONNECT":  # llhttp takes every CONNECT as one; no proxy here
@@ -406,6 +414,9 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _refuse(self, status: int, reason: str, fallback: str | None = None) -> None:
+        """Answer what cannot be a request, and close. When an earlier request of this connection is
+        still being answered (pipelined in the same read), the refusal waits for that answer, which
+        may stand for a committed effect: nothing more is read meanwhile."""
         self._head_since = None
         refuse = getattr(self.app, "refuse", None)
         if refuse is None:  # an app without one (the benchmark's minimal app)
@@ -414,8 +425,22 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             else:
                 self.transport.close()
             return
-        self.transport.write(refuse(status, reason, self.client))
+        answer = refuse(status, reason, self.client)
+        if self._answer_owed():
+            self._refusal = answer  # sent by on_response_complete, after the answers still owed
+            self.transport.pause_reading()
+            return
+        self.transport.write(answer)
         self.transport.close()
+
+    def _answer_owed(self) -> bool:
+        """An earlier request, read whole, is still without its answer (it runs, or waits in the pipeline)."""
+        if self.pipeline:
+            return True
+        cycle: Any = self.cycle  # uvicorn's cycle, or the Exchange standing in for one
+        if cycle is None or cycle.response_complete or cycle is self._reading:
+            return False  # (the request being read is the one refused: no answer of its own is owed)
+        return getattr(cycle, "more_body", False) is False
 
 
 class _HeadTooLarge(Exception):
@@ -423,9 +448,11 @@ class _HeadTooLarge(Exception):
 
 
 def _parsed_head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
-    """A request head's size as parsed: its line (a method and ``HTTP/1.1`` around the target) and each
-    field as ``name: value`` and CRLF. Whitespace the parser dropped is not counted."""
-    return len(url) + 16 + sum(len(name) + len(value) + 4 for name, value in headers)
+    """The fewest bytes a head parsed as ``url`` and ``headers`` can have been sent as: its line (a
+    method of at least 3 characters and ``HTTP/1.1`` around the target) and each field as
+    ``name:value`` and CRLF. A head within the limit is never taken for one past it; whitespace
+    around values, which the parser drops, is not counted."""
+    return len(url) + 15 + sum(len(name) + len(value) + 3 for name, value in headers)
 
 
 def _new_parser(protocol: HttpToolsProtocol) -> httptools.HttpRequestParser:
