@@ -39,16 +39,26 @@ import httptools
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+LINGER_S = 2.0  # a close while the client still sends its body: how long what it sends is taken in
+
 
 class PassTransport:
-    """A transport whose ``write``s are joined and sent at the end of the loop pass."""
+    """A transport whose ``write``s are joined and sent at the end of the loop pass.
 
-    __slots__ = ("_held", "_loop", "_transport")
+    ``close`` while the client is still sending the request's body (``linger()`` says so: an answer
+    given before the body arrived) lingers (RFC 9112 §9.6): the answer is sent and the write side
+    shut, and what the client still sends is taken in and dropped for up to ``LINGER_S`` before the
+    connection closes. Closed at once, the kernel would answer those bytes with a reset, which can
+    destroy the answer in the client's buffers before it read it."""
+
+    __slots__ = ("_held", "_lingering", "_loop", "_transport", "linger")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._held: list[bytes] = []
+        self._lingering = False
+        self.linger: Callable[[], bool] | None = None
 
     def write(self, data: bytes) -> None:
         held = self._held
@@ -57,7 +67,7 @@ class PassTransport:
         held.append(data)
 
     def is_closing(self) -> bool:
-        return self._transport.is_closing()
+        return self._lingering or self._transport.is_closing()
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
@@ -74,7 +84,15 @@ class PassTransport:
 
     def close(self) -> None:
         self.send_held()
-        self._transport.close()
+        transport = self._transport
+        if self._lingering or transport.is_closing():
+            return
+        if self.linger is not None and self.linger() and transport.can_write_eof():
+            self._lingering = True
+            transport.write_eof()
+            self._loop.call_later(LINGER_S, transport.close)
+            return
+        transport.close()
 
     def write_eof(self) -> None:
         self.send_held()
@@ -202,7 +220,9 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _idle_since: float | None = None  # loop time the last response completed, while no request follows
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(PassTransport(transport, self.loop))  # type: ignore[arg-type]
+        passing = PassTransport(transport, self.loop)
+        passing.linger = self._body_still_coming
+        super().connection_made(passing)  # type: ignore[arg-type]
         self._serve_read = getattr(self.app, "serve_read", None)
         self._head_since = self.loop.time()
         state = self.server_state
@@ -332,7 +352,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         self._idle_since = None
 
     def data_received(self, data: bytes) -> None:
-        if self._refusal is not None:  # the connection ends with the refusal: nothing more is parsed
+        if self._refusal is not None or self.transport.is_closing():  # ending: nothing more is parsed
             return
         # an ignored upgrade hands back its head, rebuilt, and the rest of the read: a loop, not
         # recursion (a read may hold hundreds of pipelined requests)
@@ -432,6 +452,10 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             return
         self.transport.write(answer)
         self.transport.close()
+
+    def _body_still_coming(self) -> bool:
+        """The request being answered has body bytes the client has not sent yet (uvicorn's cycle)."""
+        return getattr(self.cycle, "more_body", False) is True
 
     def _answer_owed(self) -> bool:
         """An earlier request, read whole, is still without its answer (it runs, or waits in the pipeline)."""
