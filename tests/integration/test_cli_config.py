@@ -59,6 +59,29 @@ def test_config_check_lists_every_error_and_warning_together(tmp_path: Path) -> 
     ]
 
 
+def test_config_check_warns_about_secrets_a_valid_config_leaves_unresolved(tmp_path: Path) -> None:
+    # webhooks.md §1.3: "an agent runtime `apiKey` that does not resolve makes that agent's runs end
+    # `skipped` …; an unresolved channel secret makes that channel's deliveries dead-letter". The config
+    # is valid, and `config check` said only `config OK` (`secrets check` and `serve`'s log said more).
+    (tmp_path / "hookgate.json5").write_text(json.dumps({
+        "channels": {"telegram": {"botToken": {"source": "env", "id": "HG_TEST_TG_TOKEN"}},
+                     "slack": {"enabled": False, "botToken": {"source": "env", "id": "HG_TEST_SLACK_TOKEN"}}},
+        "agents": {"list": [{"id": "main", "model": "openai/gpt-4o", "runtime": {
+            "kind": "openai", "baseUrl": "http://127.0.0.1:9/v1", "apiKey": {"source": "env", "id": "HG_TEST_KEY"}}}]},
+    }))
+    r = hookgate(tmp_path, "config", "check")
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stdout.splitlines() if line.startswith("warning: ")] == [
+        ('warning: channels.telegram.botToken: secret unresolved (Environment variable "HG_TEST_TG_TOKEN" is '
+         "missing or empty.): every delivery to channel telegram dead-letters (webhooks.md §1.3)"),
+        ('warning: agents.list[0].runtime.apiKey: secret unresolved (Environment variable "HG_TEST_KEY" is '
+         "missing or empty.): every run of an agent with this runtime ends skipped (model.md §5.4)"),
+    ], r.stdout  # (the disabled slack channel delivers nothing: no warning)
+    assert "config OK: " in r.stdout
+    resolved = hookgate(tmp_path, "config", "check", env={"HG_TEST_TG_TOKEN": "t", "HG_TEST_KEY": "k"})
+    assert resolved.returncode == 0 and "warning: " not in resolved.stdout, resolved.stdout
+
+
 def test_config_check_prints_each_error_on_one_line(tmp_path: Path) -> None:
     # a message that carries text from outside (here a secret file's path with a line break) cannot
     # end its line and forge another "error:" line
