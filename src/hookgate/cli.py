@@ -20,6 +20,7 @@ from hookgate import __version__
 from hookgate.config.loader import load_settings, locate_config
 from hookgate.config.names import normalize_agent_id, normalize_channel_name
 from hookgate.config.render import redacted_effective, summary_line
+from hookgate.config.secrets import unresolved_secret_warnings
 from hookgate.config.settings import HooksSettings, Settings
 from hookgate.errors import ConfigError, HookgateError
 from hookgate.obs import logging as obs_logging
@@ -218,7 +219,7 @@ def cmd_config(args: argparse.Namespace) -> int:
             errors, warnings, hooks, config_dir = exc.lines, exc.warnings, exc.hooks, exc.config_dir
         if hooks is not None and config_dir is not None:
             errors = [*errors, *_transform_import_errors(hooks, config_dir)]
-        for warning in [*warnings, *(_unresolved_secret_warnings(settings) if settings is not None else [])]:
+        for warning in [*warnings, *(unresolved_secret_warnings(settings) if settings is not None else [])]:
             print(f"warning: {_one_line(warning)}")
         for line in errors:
             print(f"error: {_one_line(line)}", file=sys.stderr)
@@ -282,26 +283,6 @@ def cmd_hooks(args: argparse.Namespace) -> int:
     result = asyncio.run(hook_test(settings, args.name, body, headers, query, prompt=args.prompt))
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return EXIT_OK if 200 <= int(result["status"]) < 300 else EXIT_FAILED
-
-
-def _unresolved_secret_warnings(settings: Settings) -> list[str]:
-    """The secret inputs a valid config may leave unresolved, and what that does (webhooks.md §1.3):
-    an enabled channel's deliveries dead-letter, an agent runtime's runs end ``skipped``. (A route's
-    unresolved secret skips the route, which the route's own warning says; the others are errors.)"""
-    enabled = {c.id for c in settings.channels if c.enabled}
-    lines = []
-    for item in settings.secret_inputs:
-        if item.value is not None:
-            continue
-        section, _, rest = item.key_path.partition(".")
-        if section == "channels" and rest.split(".", 1)[0] in enabled:
-            effect = f"every delivery to channel {rest.split('.', 1)[0]} dead-letters (webhooks.md §1.3)"
-        elif section == "agents":
-            effect = "every run of an agent with this runtime ends skipped (model.md §5.4)"
-        else:
-            continue
-        lines.append(f"{item.key_path}: secret unresolved ({item.error or 'no value'}): {effect}")
-    return lines
 
 
 def cmd_secrets(args: argparse.Namespace) -> int:

@@ -253,7 +253,6 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
     if "internal" in tree:
         ctx.warnings.append("hooks.internal is not supported and is ignored")
     gmail = tree["gmail"]
-    model = _opt(gmail.get("model"))
     throttle = tree["authThrottle"]
     return HooksSettings(
         enabled=enabled,
@@ -276,7 +275,7 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
             lockout_seconds=throttle["lockoutSeconds"],
         ),
         gmail=GmailSettings(
-            model=model,
+            model=_opt(gmail.get("model")),
             thinking=_opt(gmail.get("thinking")),
             allow_unsafe_external_content=gmail.get("allowUnsafeExternalContent"),
         ),

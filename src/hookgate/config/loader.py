@@ -18,7 +18,7 @@ import json5
 
 from hookgate.config.agents import build_agents
 from hookgate.config.hooks import HooksContext, build_hooks
-from hookgate.config.modelrefs import resolves_for_no_runtime
+from hookgate.config.modelrefs import names_no_model
 from hookgate.config.paths import resolve_config_path
 from hookgate.config.render import config_hash
 from hookgate.config.routes import RoutesContext, build_webhooks
@@ -328,7 +328,7 @@ def settings_from_tree(
         found.extend(hooks_ctx.errors)
         warnings.extend(hooks_ctx.warnings)
     if hooks is not None and agents is not None and hooks.gmail.model is not None \
-            and resolves_for_no_runtime(hooks.gmail.model, agents.models):
+            and names_no_model(hooks.gmail.model, agents.models):
         warnings.append(f'hooks.gmail.model: "{hooks.gmail.model}" is not a valid model reference (provider/model '
                         "or an alias): Gmail runs ignore it (model.md §9.2)")
     webhooks = None

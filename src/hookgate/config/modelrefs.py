@@ -55,7 +55,7 @@ def resolve_model(raw: str, *, runtime_provider: str, models: Mapping[str, Any])
     return parse_reference(value)
 
 
-def resolves_for_no_runtime(raw: str, models: Mapping[str, Any]) -> bool:
+def names_no_model(raw: str, models: Mapping[str, Any]) -> bool:
     """``raw`` names no model whatever the agent's runtime: whether a reference resolves does not
     depend on the runtime's provider (it only completes a bare model id), so any name stands in."""
     return resolve_model(raw, runtime_provider="any", models=models) is None

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from hookgate.config.settings import SecretSource
+from hookgate.config.settings import SecretSource, Settings
 
 _EXEC_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$")
 _CHUNK = 65_536
@@ -416,3 +416,25 @@ def resolve_secret_inputs(
         value, error = outcomes[(ref.source, ref.provider)][ref.id]
         result[key_path] = SecretSource(key_path, ref.label, value, error)
     return {key_path: result[key_path] for key_path, _ in inputs}
+
+
+def unresolved_secret_warnings(settings: Settings) -> list[str]:
+    """``config check``'s warnings about the secret inputs a valid config may leave unresolved, and
+    what that does (webhooks.md §1.3): an enabled channel's deliveries dead-letter, an agent runtime's
+    runs end ``skipped``. (A route's unresolved secret skips the route, which the route's own warning
+    says; the others are errors.)"""
+    enabled = {c.id for c in settings.channels if c.enabled}
+    lines = []
+    for item in settings.secret_inputs:
+        if item.value is not None:
+            continue
+        section, _, rest = item.key_path.partition(".")
+        channel = rest.split(".", 1)[0]
+        if section == "channels" and channel in enabled:
+            effect = f"every delivery to channel {channel} dead-letters (webhooks.md §1.3)"
+        elif section == "agents":
+            effect = "every run of an agent with this runtime ends skipped (model.md §5.4)"
+        else:
+            continue
+        lines.append(f"{item.key_path}: secret unresolved ({item.error or 'no value'}): {effect}")
+    return lines

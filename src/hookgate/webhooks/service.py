@@ -19,7 +19,14 @@ from hookgate.flows import decisions, results
 from hookgate.flows.model import Task
 from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.ports import FlowTx, StoredResponse
-from hookgate.flows.rules import DAY_MS, LINEAGE_MAX_STEPS, Retention, TaskChange, child_session_verdict
+from hookgate.flows.rules import (
+    DAY_MS,
+    LINEAGE_MAX_STEPS,
+    Retention,
+    TaskChange,
+    child_session_verdict,
+    normalise_session_key,
+)
 from hookgate.runtime.events import sanitize_system_text
 from hookgate.store.base import NewRun, Store
 from hookgate.webhooks import schema as s
@@ -144,18 +151,17 @@ class FlowService:
     def _run_task(self, tx: FlowTx, route: RouteSettings, action: s.RunTask, now: int) -> results.Outcome:
         owner = route.session_key
         flow = tx.get_flow(action.flow_id, owner)
+        child = normalise_session_key(action.child_session_key) if action.child_session_key is not None else None
         verdict = None
-        if flow is not None and action.child_session_key is not None:
-            child = action.child_session_key.strip().lower()
+        if flow is not None and child is not None:
             ancestors = _ancestors(tx, child)
             if ancestors is None and _is_configured_root(child, self.settings()):
                 ancestors = []  # known before the store first records it: a root, no route's child
-            verdict = child_session_verdict(action.child_session_key, owner, ancestors)
+            verdict = child_session_verdict(child, owner, ancestors)
         tasks = tx.list_tasks(flow.flow_id) if flow is not None and action.run_id is not None else []
         decision = decisions.decide_run_task(flow, tasks, action, task_id=new_id(), now=now,
                                              execute=route.execute, child_verdict=verdict)
-        if decision.record_child_session and action.child_session_key is not None:
-            child = action.child_session_key.strip().lower()
+        if decision.record_child_session and child is not None:
             agent = _agent_of(child) or route.agent_id or self.settings().agents.default_agent_id
             tx.record_child_session(child, owner, agent, now)
         if decision.task is not None:
