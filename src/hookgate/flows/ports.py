@@ -32,8 +32,9 @@ class FlowTx(Protocol):
 
     def get_flow(self, flow_id: str, owner_key: str) -> Flow | None: ...
 
-    def list_flows(self, owner_key: str) -> list[Flow]:
-        """Newest first: ``createdAt`` descending, ties → the later-created first."""
+    def list_flow_views(self, owner_key: str) -> msgspec.Raw:
+        """Every flow of the owner as a JSON array of FlowViews (``views.FLOW_VIEW_LAYOUT``), newest
+        first (``views.newest_first``): rendered by the store, since a list has no bound (§4.3)."""
 
     def latest_flow(self, owner_key: str, *, active_only: bool) -> Flow | None: ...
 

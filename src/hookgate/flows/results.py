@@ -19,7 +19,7 @@ from hookgate.flows.rules import (
     TASKFLOW_NOT_FOUND,
     Refusal,
 )
-from hookgate.flows.views import flow_view, flow_views, summary, task_view, task_views
+from hookgate.flows.views import flow_view, summary, task_view, task_views
 
 TASK_NOT_FOUND: Final = "Task not found."
 NOT_MANAGED_MUTATION: Final = "TaskFlow is not managed by this webhook surface."
@@ -86,9 +86,10 @@ def flow_result(flow: Flow | None) -> Outcome:
     return ok({"flow": flow_view(flow) if flow is not None else None})
 
 
-def flows_result(flows: Iterable[Flow]) -> Outcome:
-    """``list_flows``: every flow of the owner, newest first."""
-    return ok({"flows": flow_views(flows)})
+def flows_result(views: msgspec.Raw) -> Outcome:
+    """``list_flows``: every flow of the owner, newest first — the store's JSON array of FlowViews
+    (``FlowTx.list_flow_views``), embedded as it is."""
+    return ok({"flows": views})
 
 
 def summary_result(tasks: Iterable[Task] | None) -> Outcome:

@@ -32,11 +32,36 @@ def _put_int(view: dict[str, Any], key: str, value: int | None) -> None:
         view[key] = value
 
 
+# FlowView as data: its keys in the spec's order, each with its record field and its rule —
+# ``str``/``int`` always there; ``str*`` only a non-empty string; ``int?`` only when not None;
+# ``json?`` only when set (not UNSET; a JSON null is set). ``flow_view`` is this table written out;
+# the SQLite store renders ``list_flows`` from it in SQL (``store/sqlite/flows.py``), and a unit test
+# holds the two to each other.
+FLOW_VIEW_LAYOUT: tuple[tuple[str, str, str], ...] = (
+    ("flowId", "flow_id", "str"),
+    ("syncMode", "sync_mode", "str"),
+    ("controllerId", "controller_id", "str*"),
+    ("currentStep", "current_step", "str*"),
+    ("blockedTaskId", "blocked_task_id", "str*"),
+    ("blockedSummary", "blocked_summary", "str*"),
+    ("revision", "revision", "int"),
+    ("status", "status", "str"),
+    ("notifyPolicy", "notify_policy", "str"),
+    ("goal", "goal", "str"),
+    ("stateJson", "state_json", "json?"),
+    ("waitJson", "wait_json", "json?"),
+    ("cancelRequestedAt", "cancel_requested_at", "int?"),
+    ("createdAt", "created_at", "int"),
+    ("updatedAt", "updated_at", "int"),
+    ("endedAt", "ended_at", "int?"),
+)
+
+
 def flow_view(flow: Flow) -> dict[str, Any]:
     """FlowView: ``flowId``, ``syncMode``, ``controllerId*`` … ``updatedAt``, ``endedAt?``.
 
-    The ``*``/``?`` rules (``_put_str``, ``_put_int``; a JSON field unless ``UNSET``) written out:
-    every response of Surface A builds at least one of these views."""
+    ``FLOW_VIEW_LAYOUT`` written out: every response of Surface A builds at least one of these
+    views."""
     view: dict[str, Any] = {"flowId": flow.flow_id, "syncMode": flow.sync_mode}
     if flow.controller_id:
         view["controllerId"] = flow.controller_id
@@ -118,10 +143,6 @@ R = TypeVar("R", Flow, Task)
 def newest_first(records: Iterable[R]) -> list[R]:
     """Greatest ``createdAt`` first; equal ``createdAt`` → the later creation sequence first."""
     return sorted(records, key=lambda record: (record.created_at, record.seq), reverse=True)
-
-
-def flow_views(flows: Iterable[Flow]) -> list[dict[str, Any]]:
-    return [flow_view(flow) for flow in newest_first(flows)]
 
 
 def task_views(tasks: Iterable[Task]) -> list[dict[str, Any]]:

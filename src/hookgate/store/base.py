@@ -216,8 +216,9 @@ class Store(Protocol):
     async def flow_write(self, fn: Callable[[RuntimeTx], T]) -> T:
         """Run ``fn`` in one write transaction (TaskFlow actions); returns after the commit."""
 
-    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False) -> T:
-        """Run ``fn`` on a consistent read snapshot; ``small``: a point read the backend may run inline."""
+    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False, bulk: bool = False) -> T:
+        """Run ``fn`` on a consistent read snapshot; ``small``: a point read the backend may run inline;
+        ``bulk``: a read of no bounded size, which the backend may run one at a time."""
 
     async def list_runs(
         self,

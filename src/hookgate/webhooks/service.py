@@ -59,8 +59,9 @@ class FlowService:
                       body_sha256: str) -> ActionResult:
         now = self.clock.now_ms()
         if name not in s.MUTATING_ACTIONS:
+            bulk = name == "list_flows"  # every flow of the owner: no paging (webhooks.md §4.3)
             outcome = await self.store.flow_read(lambda tx: _READS[name](tx, route, action),
-                                                 small=name != "list_flows")
+                                                 small=not bulk, bulk=bulk)
             return _result(route, outcome)
         ttl_ms = int(self.settings().webhooks.idempotency_ttl_hours * HOUR_MS)
 
@@ -224,7 +225,7 @@ def _get_flow(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
 
 
 def _list_flows(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
-    return results.flows_result(tx.list_flows(route.session_key))
+    return results.flows_result(tx.list_flow_views(route.session_key))
 
 
 def _find_latest(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:

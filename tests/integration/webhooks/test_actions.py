@@ -674,6 +674,44 @@ def test_list_latest_and_resolve(gw: RunningGateway) -> None:
         assert api.result("find_latest_flow")["flow"]["flowId"] == c_flow["flowId"]
 
 
+def test_list_flows_lists_each_flow_as_get_flow_shows_it(gw: RunningGateway) -> None:
+    """list_flows reads its rows in one statement (as one JSON array): every value comes back as it
+    was stored — text of any kind, JSON state of any shape, absent and null fields — in the §4.3
+    order, ties on createdAt included."""
+    owner = "agent:ops:o6"
+    with gw.client() as c:
+        api = route_api(gw, c, "o6")
+        created = [
+            api.create("emoji 🚀, ümlaut, שלום, \"quotes\", back\\slash, tab\t, newline\n, \u2028, end",
+                       stateJson={"nested": [1, 2.5, -3, 9007199254740991, True, False, None, "x"], "empty": {}},
+                       waitJson={"until": "2026-12-01T00:00:00Z"}),
+            api.create("numbers", stateJson=1.5e-7, waitJson=[0.1, 1e21, -0.0]),
+            api.create("plain", currentStep="step ✓", stateJson=None),
+            api.create("a string as state", stateJson="[not json, just text]"),
+        ]
+        waiting = api.result("set_waiting", flowId=created[2]["flowId"], expectedRevision=0,
+                             currentStep="blocked", waitJson={"on": "review"})["flow"]
+        api.result("request_cancel", flowId=created[3]["flowId"], expectedRevision=0)
+        api.result("finish_flow", flowId=created[1]["flowId"], expectedRevision=0)
+        tie = now_ms() + 60_000  # newer than the others; two flows with one createdAt
+        first = insert_mirrored_flow(gw, owner, created_at=tie, goal="tie, inserted first")
+        second = insert_mirrored_flow(gw, owner, created_at=tie, goal="tie, inserted second", current_step=None,
+                                      state_json='{"k": [1, {"deep": "ok"}]}')
+
+        listed = api.result("list_flows")["flows"]
+        assert [f["flowId"] for f in listed[:2]] == [second, first]
+        assert {f["flowId"] for f in listed[2:]} == {f["flowId"] for f in created}
+        assert listed == [api.flow(f["flowId"]) for f in listed]
+        assert [(f["createdAt"], f["goal"]) for f in listed] == sorted(
+            [(f["createdAt"], f["goal"]) for f in listed], key=lambda k: k[0], reverse=True)
+        by_id = {f["flowId"]: f for f in listed}
+        assert by_id[created[0]["flowId"]]["goal"] == created[0]["goal"]
+        assert by_id[created[0]["flowId"]]["stateJson"] == created[0]["stateJson"]
+        assert by_id[created[2]["flowId"]] == waiting
+        assert by_id[second]["stateJson"] == {"k": [1, {"deep": "ok"}]}
+        assert by_id[created[3]["flowId"]]["stateJson"] == "[not json, just text]"
+
+
 def test_create_flow_defaults_and_options(gw: RunningGateway) -> None:
     with gw.client() as c:
         other = route_api(gw, c, "other")

@@ -112,6 +112,7 @@ class SqliteStore:
         self.run_ids: SeqIds | None = None
         self._seq_marks: dict[str, tuple[int, int]] = {}  # table → (writer.txn, last seq next_seq gave in it)
         self._readers: ThreadPoolExecutor | None = None
+        self._bulk_reader: ThreadPoolExecutor | None = None
         self._read_local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
         self._loop_read: sqlite3.Connection | None = None
@@ -144,6 +145,7 @@ class SqliteStore:
                               busy_timeout_ms=int(self._busy_timeout_ms))
         self._writer.start()
         self._readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="hookgate-store-read")
+        self._bulk_reader = ThreadPoolExecutor(1, thread_name_prefix="hookgate-store-bulk-read")
 
     def _open_sync(self, role: StoreRole) -> sqlite3.Connection:
         if role == "serve":
@@ -213,11 +215,13 @@ class SqliteStore:
         """Finish every write submitted so far, close all connections, release the serve lock."""
         writer, self._writer = self._writer, None
         readers, self._readers = self._readers, None
+        bulk, self._bulk_reader = self._bulk_reader, None
         if writer is not None:
             writer.stop()
             await writer.join()
-        if readers is not None:
-            await asyncio.to_thread(readers.shutdown, True)
+        for pool in (readers, bulk):
+            if pool is not None:
+                await asyncio.to_thread(pool.shutdown, True)
         with self._read_lock:
             conns, self._read_conns = self._read_conns, []
         self._loop_read = None
@@ -274,13 +278,16 @@ class SqliteStore:
         """
         return await self.writer.submit(fn)
 
-    async def _read(self, fn: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+    async def _read(self, fn: Callable[[sqlite3.Connection], T], *, inline: bool = False, bulk: bool = False) -> T:
         """Run ``fn`` in one read transaction (sees committed data).
 
         ``inline``: on the event loop's own read connection — for point reads of a few rows, where a
         hop to the pool thread costs more than the query. Larger reads go to the read pool.
+        ``bulk``: a read whose size has no bound (``list_flows``) goes to a thread of its own, one at
+        a time, so that such reads use at most one core and never contend with each other for the
+        GIL (docs/operations.md, "Lists without a bound").
         """
-        readers = self._readers
+        readers = self._bulk_reader if bulk else self._readers
         if readers is None:
             raise StoreUnavailable("store unavailable")
         if inline:
@@ -572,10 +579,10 @@ class SqliteStore:
                 self._dropped(session_key, dropped)
         return result
 
-    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False) -> T:
+    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False, bulk: bool = False) -> T:
         """Run ``fn`` on a read snapshot (writes through the tx are refused by SQLite); ``small``
-        reads (a few rows) run inline on the event loop."""
-        return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])), inline=small)
+        reads (a few rows) run inline on the event loop, ``bulk`` ones on their own thread (``_read``)."""
+        return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])), inline=small, bulk=bulk)
 
     async def sweep(self, now_ms: int) -> int:
         def op(conn: sqlite3.Connection) -> int:

@@ -1,0 +1,78 @@
+"""``list_flows`` is rendered by SQLite from ``FLOW_VIEW_LAYOUT`` (store/sqlite/flows.py), every other
+FlowView by ``flow_view`` in Python: the two must give the same JSON for any stored flow, in the
+order of webhooks.md §4.3."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import msgspec
+from storetest import NOW, StoreFactory
+
+from hookgate.flows.model import Flow
+from hookgate.flows.views import FLOW_VIEW_LAYOUT, flow_view, newest_first
+from hookgate.webhooks.schema import UNSET
+
+OWNER = "agent:ops:views"
+
+TEXTS = ["", "plain", "emoji 🚀 ümlaut שלום", 'quote " backslash \\ slash /',
+         "".join(map(chr, range(32))) + "\x7f\u2028\u2029\ufeff", "x" * 5000]
+JSON_VALUES: list[Any] = [UNSET, None, True, 0, -1, 9007199254740991, 1.5e-07, 1e21, -0.0, 0.1, "",
+                          "[not json, just text]", [], {}, {"nested": [1, {"deep": ["ü", None, 2.5]}]}]
+INTS = [None, 0, 1, NOW]
+
+
+def flows() -> list[Flow]:
+    """Every rule's cases, cycled so that each value of each field appears at least once."""
+    out = []
+    for i, (text, state, wait, number) in enumerate(
+        itertools.islice(zip(itertools.cycle(TEXTS), itertools.cycle(JSON_VALUES),
+                             itertools.cycle(reversed(JSON_VALUES)), itertools.cycle(INTS)), 60)
+    ):
+        out.append(Flow(
+            flow_id=f"00000000-0000-4000-8000-{i:012d}", owner_key=OWNER, goal=text or "g",
+            created_at=NOW + i // 3,  # ties on createdAt: the later seq first
+            updated_at=NOW + i, controller_id=text or None if i % 2 else text,
+            current_step=text if i % 3 else None, blocked_task_id=text or None,
+            blocked_summary=text if i % 4 else "", state_json=state, wait_json=wait,
+            cancel_requested_at=number, ended_at=INTS[(i + 1) % len(INTS)], revision=i,
+            status=["queued", "running", "waiting", "succeeded"][i % 4],
+        ))
+    return out
+
+
+async def test_list_flow_views_matches_flow_view(make_store: StoreFactory) -> None:
+    store = await make_store()
+    made = flows()
+
+    def insert(tx: Any) -> list[Flow]:
+        return [msgspec.structs.replace(f, seq=tx.insert_flow(f)) for f in made]
+
+    stored = await store.flow_write(insert)
+    raw = await store.flow_read(lambda tx: tx.list_flow_views(OWNER), bulk=True)
+    listed = json.loads(bytes(raw))
+    expected = [json.loads(msgspec.json.encode(flow_view(f))) for f in newest_first(stored)]
+    assert listed == expected
+    # and as bytes too: what a client that compares bodies would see
+    assert bytes(raw) == msgspec.json.encode([flow_view(f) for f in newest_first(stored)])
+
+
+async def test_list_flow_views_of_no_flows(make_store: StoreFactory) -> None:
+    store = await make_store()
+    raw = await store.flow_read(lambda tx: tx.list_flow_views("agent:ops:nobody"), bulk=True)
+    assert bytes(raw) == b"[]"
+
+
+def test_layout_is_flow_view_written_out() -> None:
+    """Each key of the layout appears (or not) by its rule, in the layout's order."""
+    empty = Flow(flow_id="f", owner_key=OWNER, goal="g", created_at=1, updated_at=2, controller_id="",
+                 current_step=None, state_json=UNSET, wait_json=UNSET)
+    assert list(flow_view(empty)) == [k for k, _, rule in FLOW_VIEW_LAYOUT if rule in ("str", "int")]
+    full = Flow(flow_id="f", owner_key=OWNER, goal="g", created_at=1, updated_at=2, controller_id="c",
+                current_step="s", blocked_task_id="t", blocked_summary="b", state_json=None, wait_json=0,
+                cancel_requested_at=3, ended_at=4)
+    assert list(flow_view(full)) == [k for k, _, _ in FLOW_VIEW_LAYOUT]
+    for key, field, _ in FLOW_VIEW_LAYOUT:
+        assert flow_view(full)[key] == getattr(full, field)
