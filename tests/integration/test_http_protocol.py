@@ -49,6 +49,7 @@ def test_bytes_that_are_not_http_get_a_json_400_and_a_json_log_line(gateway: Run
     assert headers[b"content-type"] == b"application/json; charset=utf-8"
     assert headers[b"x-content-type-options"] == b"nosniff" and headers[b"cache-control"] == b"no-store"
     assert headers[b"referrer-policy"] == b"no-referrer" and headers[b"connection"] == b"close"
+    assert headers[b"date"].endswith(b" gmt")  # the server's headers, as on every other answer
     assert len(headers[b"x-request-id"]) > 0
     assert body == b'{"ok":false,"error":"Bad Request"}' and int(headers[b"content-length"]) == len(body)
     events = gateway.flushed_log_events()
@@ -175,3 +176,78 @@ def test_a_head_not_finished_in_15_s_is_closed(gateway: RunningGateway) -> None:
     assert partial_closed and partial_data.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert partial_data.endswith(b'{"ok":false,"error":"Request Timeout"}')
     assert again.startswith(b"HTTP/1.1 200 ") and again_closed
+
+
+def _wake(text: str, *, chunked: bool = False) -> bytes:
+    body = json.dumps({"text": text}).encode()
+    head = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HOOKS_TOKEN.encode() + b"\r\n"
+            b"Content-Type: application/json\r\n")
+    if chunked:
+        return head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+    return head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _half_closed(port: int, *pieces: bytes, pause: float = 0.0) -> tuple[bytes, bool]:
+    """Send ``pieces`` (``pause`` s apart), shut the sending side at once, read until the server closes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        for i, piece in enumerate(pieces):
+            if i and pause:
+                time.sleep(pause)
+            sock.sendall(piece)
+        sock.shutdown(socket.SHUT_WR)
+        return _answer_and_close(sock, 10)
+    finally:
+        sock.close()
+
+
+def _events(gateway: RunningGateway) -> str:
+    return gateway.cli("events", "list", "--status", "all", "--json").stdout
+
+
+@pytest.mark.parametrize("shape", ["one request", "chunked", "three pipelined", "body in a later read",
+                                   "agent", "HTTP/1.0"])
+def test_requests_sent_whole_before_a_half_close_are_answered(gateway: RunningGateway, shape: str) -> None:
+    """A client that shuts its sending side after its request (RFC 9112 §9.6: it may still read) gets
+    the answer — the wake is committed by then, and a client without its 200 would send it again —
+    and then the server closes. (The connection was closed unanswered, the effect committed.)"""
+    tag = f"half-close {shape} {time.monotonic_ns()}"
+    pause = 0.0
+    if shape == "one request":
+        pieces = [_wake(tag)]
+    elif shape == "chunked":
+        pieces = [_wake(tag, chunked=True)]
+    elif shape == "three pipelined":
+        pieces = [_wake(tag + " a") + _wake(tag + " b") + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"]
+    elif shape == "body in a later read":  # uvicorn's cycle reads the rest of the body
+        whole = _wake(tag)
+        pieces, pause = [whole[:-5], whole[-5:]], 0.2
+    elif shape == "agent":
+        body = json.dumps({"message": tag, "deliver": False}).encode()
+        pieces = [b"POST /hooks/agent HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HOOKS_TOKEN.encode()
+                  + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body]
+    else:
+        pieces = [_wake(tag).replace(b"HTTP/1.1", b"HTTP/1.0", 1)]
+    received, closed = _half_closed(gateway.port, *pieces, pause=pause)
+    assert closed
+    statuses = re.findall(rb"HTTP/1\.[01] (\d{3}) ", received)
+    assert statuses == ([b"200"] * 3 if shape == "three pipelined" else [b"200"]), received[:400]
+    if shape == "agent":
+        run_id = json.loads(received.partition(b"\r\n\r\n")[2])["runId"]
+        assert tag in gateway.cli("runs", "show", run_id, "--content").stdout
+    else:
+        assert received.count(b'"eventOutcome":"queued"') == (2 if shape == "three pipelined" else 1)
+        assert tag in _events(gateway)
+
+
+def test_a_request_left_unfinished_by_a_half_close_is_not_committed(gateway: RunningGateway) -> None:
+    """A half-close mid-body ends a request that can never finish: no answer, nothing committed — and
+    a whole request before it in the same connection is still answered."""
+    tag = f"unfinished {time.monotonic_ns()}"
+    cut = _wake(tag + " cut")[:-8]
+    received, closed = _half_closed(gateway.port, cut)
+    assert closed and received == b""
+    received, closed = _half_closed(gateway.port, _wake(tag + " whole") + cut)
+    assert closed and re.findall(rb"HTTP/1\.1 (\d{3}) ", received) == [b"200"]
+    events = _events(gateway)
+    assert tag + " whole" in events and tag + " cut" not in events

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from starlette.types import Receive, Scope, Send
 
@@ -170,7 +170,8 @@ class Gateway:
             answer.close = True
         return answer
 
-    def refuse(self, status: int, reason: str, client: tuple[str, int] | None) -> bytes:
+    def refuse(self, status: int, reason: str, client: tuple[str, int] | None,
+               default_headers: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
         """The protocol's own answers, where there is no request to hand to the app: bytes that are
         not HTTP (400), a head past its size (431) or its time (408). JSON with the common headers
         (README §5), counted and logged like any request; the protocol then closes the connection."""
@@ -181,7 +182,7 @@ class Gateway:
                                    "client_ip": normalize_peer(client[0] if client else None),
                                    "method": None, "path": None, "status": status, "duration_ms": 0.0,
                                    "user_agent": None, "reason": reason})
-        return self.responder.closing_bytes(answer, rid)
+        return self.responder.closing_bytes(answer, rid, default_headers)
 
     def _account(self, req: Request, answer: Answer) -> None:
         elapsed = time.perf_counter() - req.start

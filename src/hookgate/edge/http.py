@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -204,7 +204,8 @@ class Responder:
             raise RuntimeError("Invalid HTTP header value.")
         return self._head_and_body(answer, rid, head, default_headers, not keep_alive)
 
-    def _head_and_body(self, answer: Answer, rid: str, head: bool, default_headers: Headers, close: bool) -> bytes:
+    def _head_and_body(self, answer: Answer, rid: str, head: bool, default_headers: Sequence[tuple[bytes, bytes]],
+                       close: bool) -> bytes:
         status = answer.status
         parts = [STATUS_LINE[status]]
         for name, value in default_headers:
@@ -225,10 +226,11 @@ class Responder:
             parts.append(body)
         return b"".join(parts)
 
-    def closing_bytes(self, answer: Answer, rid: str) -> bytes:
+    def closing_bytes(self, answer: Answer, rid: str, default_headers: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
         """``answer`` as a complete HTTP/1.1 response that closes the connection, for the protocol to
-        write itself when there is no request to answer through ASGI (a request it could not parse)."""
-        return self._head_and_body(answer, rid, False, [], True)
+        write itself when there is no request to answer through ASGI (a request it could not parse);
+        ``default_headers``: the server's (its ``date``), as every other response has them."""
+        return self._head_and_body(answer, rid, False, default_headers, True)
 
     async def send(self, send: Send, answer: Answer, rid: str, head: bool) -> None:
         headers = list(self.common)

@@ -218,6 +218,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _serve_read: Callable[[Exchange], Coroutine[Any, Any, None]] | None = None  # the app's entry for whole requests
     _reading: Exchange | None = None  # a request whose head is parsed and whose body is being read
     _idle_since: float | None = None  # loop time the last response completed, while no request follows
+    _peer_done = False  # the client half-closed: the connection closes once the answers owed are written
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         passing = PassTransport(transport, self.loop)
@@ -343,8 +344,28 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         if self.pipeline:
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
+        elif self._peer_done:
+            self.transport.close()  # the client sends nothing more (eof_received): nothing follows
         else:
             self._idle_since = self.loop.time()
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol's: True keeps it open
+        """The client shut its sending side: a half-close, after which it may still read (RFC 9112
+        §9.6; ``curl``/``nc -N`` style clients, a proxy ending its upload). The requests it sent
+        whole are answered — a wake may be committed already, and a client that never saw its 200
+        would retry it — and then the connection closes. A request it left unfinished can never
+        finish: it is dropped, as on a close (its app learns the client is gone, nothing of it is
+        committed). With nothing to answer the transport closes at once, as before."""
+        self._peer_done = True  # (no lingering at the close: the client sends nothing more)
+        self._head_since = None  # no head can come: the close, not a head timeout, ends it
+        pipeline = self.pipeline
+        owed = bool(pipeline) or self._answer_owed()  # a queued request waits behind an unanswered one
+        if pipeline and getattr(pipeline[0][0], "more_body", False) is True:
+            pipeline.popleft()  # the newest request (uvicorn appends on the left), not started: never run
+        if owed:
+            return True
+        self.transport.close()  # an answer written in this pass leaves first; connection_lost follows
+        return None
 
     def _unset_keepalive_if_required(self) -> None:
         # uvicorn's cancels the keep-alive timer its ``on_response_complete`` arms; the override above
@@ -366,6 +387,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             if self._method_start:
                 data, self._method_start = self._method_start + data, b""
             lead = len(data) - len(data.lstrip(b"\r\n"))  # empty lines before a request (RFC 9112 §2.2)
+            if lead == len(data):  # only empty lines: no request begins, the idle and head clocks run on
+                return None
             space = data.find(b" ", lead, lead + _MAX_METHOD + 2)
             if space < 0 and 0 < len(data) - lead <= _MAX_METHOD and _TOKEN.fullmatch(data, lead):
                 self._method_start = data  # the method is not complete yet: which one it is decides
@@ -445,7 +468,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             else:
                 self.transport.close()
             return
-        answer = refuse(status, reason, self.client)
+        answer = refuse(status, reason, self.client, self.server_state.default_headers)
         if self._answer_owed():
             self._refusal = answer  # sent by on_response_complete, after the answers still owed
             self.transport.pause_reading()
@@ -454,8 +477,9 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def _body_still_coming(self) -> bool:
-        """The request being answered has body bytes the client has not sent yet (uvicorn's cycle)."""
-        return getattr(self.cycle, "more_body", False) is True
+        """The request being answered has body bytes the client has not sent yet (uvicorn's cycle);
+        never once the client has half-closed."""
+        return not self._peer_done and getattr(self.cycle, "more_body", False) is True
 
     def _answer_owed(self) -> bool:
         """An earlier request, read whole, is still without its answer (it runs, or waits in the pipeline)."""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hookgate.edge.protocol import PassTransport
+import uvicorn
+from uvicorn.server import ServerState
+
+from hookgate.edge.protocol import HookgateHttpProtocol, PassTransport, _sweep
 
 
 class RecordingTransport:
@@ -29,6 +32,12 @@ class RecordingTransport:
 
     def get_extra_info(self, name: str) -> Any:
         return {"peername": ("127.0.0.1", 5)}.get(name)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
 
 
 async def test_writes_of_one_pass_leave_together_at_its_end() -> None:
@@ -91,3 +100,46 @@ async def test_everything_else_is_the_transport_s() -> None:
     t = PassTransport(raw, asyncio.get_running_loop())  # type: ignore[arg-type]
     assert t.get_extra_info("peername") == ("127.0.0.1", 5)
     assert t.is_closing() is False
+
+
+async def _answer_ok(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+class _Later:
+    """The event loop as the once-a-second sweep sees it, ``seconds`` from now."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self.loop, self.seconds = loop, seconds
+
+    def time(self) -> float:
+        return self.loop.time() + self.seconds
+
+    def call_later(self, *args: Any) -> None:
+        pass
+
+
+async def test_empty_lines_do_not_keep_an_idle_connection_open() -> None:
+    """RFC 9112 §2.2 lets a client send empty lines before a request; they begin none, so they do not
+    restart the 30 s keep-alive clock (two bytes every 25 s held a connection open for ever)."""
+    loop = asyncio.get_running_loop()
+    config = uvicorn.Config(_answer_ok, loop="none", http=HookgateHttpProtocol, lifespan="off", log_config=None,
+                            timeout_keep_alive=30)
+    state = ServerState()
+    conns = []
+    for lines in (b"", b"\r\n", b"\r\n\r\n\r"):
+        proto = HookgateHttpProtocol(config=config, server_state=state, app_state={}, _loop=loop)
+        raw = RecordingTransport()
+        proto.connection_made(raw)  # type: ignore[arg-type]
+        proto.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await asyncio.sleep(0.01)  # the app answers; the answer leaves at the end of the pass
+        assert raw.writes and raw.writes[0].startswith(b"HTTP/1.1 200 ")
+        for _ in range(3):
+            if lines:
+                proto.data_received(lines)
+        conns.append(raw)
+    _sweep(_Later(loop, 20), state)  # type: ignore[arg-type]
+    assert [raw.closed for raw in conns] == [False, False, False]
+    _sweep(_Later(loop, 31), state)  # type: ignore[arg-type]
+    assert [raw.closed for raw in conns] == [True, True, True]
