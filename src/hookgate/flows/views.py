@@ -7,11 +7,10 @@ A ``*`` key appears only for a non-empty string, a ``?`` key only when set (a JS
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from hookgate.flows.model import (
-    FLOW_TERMINAL,
     TASK_ACTIVE,
     TASK_FAILURES,
     TASK_RUNTIMES,
@@ -147,17 +146,3 @@ def newest_first(records: Iterable[R]) -> list[R]:
 
 def task_views(tasks: Iterable[Task]) -> list[dict[str, Any]]:
     return [task_view(task) for task in newest_first(tasks)]
-
-
-def resolve_flow(flows: Sequence[Flow], token: str, route_session_key: str) -> Flow | None:
-    """``resolve_flow`` over the owner's flows (webhooks.md §4.5)."""
-    for flow in flows:
-        if flow.flow_id == token:
-            return flow
-    if token.strip().lower() != route_session_key.strip().lower():
-        return None
-    ordered = newest_first(flows)
-    for flow in ordered:
-        if flow.status not in FLOW_TERMINAL:
-            return flow
-    return ordered[0] if ordered else None

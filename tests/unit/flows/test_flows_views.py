@@ -10,7 +10,6 @@ from hookgate.flows.model import Flow, Task
 from hookgate.flows.views import (
     flow_view,
     newest_first,
-    resolve_flow,
     summary,
     task_view,
     task_views,
@@ -220,16 +219,3 @@ def test_newest_first_ties_by_later_seq() -> None:
     t2 = make_task(task_id="y", created_at=5, seq=10)
     t3 = make_task(task_id="z", created_at=4, seq=11)
     assert [v["taskId"] for v in task_views([t1, t2, t3])] == ["y", "x", "z"]
-
-
-def test_resolve_flow() -> None:
-    old_active = make_flow(flow_id="a", created_at=10, seq=1, status="running")
-    newest_done = make_flow(flow_id="b", created_at=20, seq=2, status="succeeded")
-    flows = [old_active, newest_done]
-    assert resolve_flow(flows, "b", OWNER) == newest_done
-    assert resolve_flow(flows, " AGENT:OPS:MAIN ", OWNER) == old_active
-    assert resolve_flow([newest_done], OWNER, OWNER) == newest_done
-    assert resolve_flow([], OWNER, OWNER) is None
-    assert resolve_flow(flows, "nope", OWNER) is None
-    blocked = make_flow(flow_id="c", created_at=30, seq=3, status="blocked")
-    assert resolve_flow([*flows, blocked], OWNER, OWNER) == blocked
