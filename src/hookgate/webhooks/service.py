@@ -237,7 +237,7 @@ def _resolve(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
     by_id = tx.get_flow(action.token, owner)
     if by_id is not None:
         return results.flow_result(by_id)
-    if action.token.strip().lower() == owner.lower():
+    if normalise_session_key(action.token) == normalise_session_key(owner):  # §4.5: case-insensitive
         flow = tx.latest_flow(owner, active_only=True) or tx.latest_flow(owner, active_only=False)
         return results.flow_result(flow)
     return results.flow_result(None)
