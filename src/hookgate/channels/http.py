@@ -27,6 +27,7 @@ import base64
 import email.utils
 import hashlib
 import hmac
+import json
 import math
 import time
 import uuid
@@ -110,17 +111,36 @@ ECHO_SHORT_MIN_CHARS = 8  # a shorter text is masked only whole, and only from t
 ECHO_SCAN_CHARS = 100_000  # an API quotes the start of what it got: the rest of a huge part is not read
 
 
+def _quoted_forms(text: str) -> list[str]:
+    """The forms an API may quote ``text`` in, each normalised as ``clip`` leaves a message: as it is,
+    and as a JSON string's contents — escaped once or twice (an error that quotes the JSON body it
+    got), with non-ASCII as is or as ``\\uXXXX`` (Python's ``json.dumps``)."""
+    head = text[: 2 * ECHO_SCAN_CHARS]  # (whitespace runs shrink it)
+    forms = [head]
+    for ascii_only in (False, True):
+        once = json.dumps(head[:ECHO_SCAN_CHARS], ensure_ascii=ascii_only)[1:-1]
+        forms += [once, json.dumps(once[:ECHO_SCAN_CHARS], ensure_ascii=ascii_only)[1:-1]]
+    flat = [clean_text(form[: 2 * ECHO_SCAN_CHARS], limit=ECHO_SCAN_CHARS) for form in forms]
+    return list(dict.fromkeys(flat))  # the same form once (a text with nothing to escape)
+
+
 def mask_echo(message: str, text: str) -> str:
     """``message`` without the delivered ``text``: every stretch of it that is covered by windows of
-    ``ECHO_MIN_CHARS`` characters found in the text becomes ``[text]`` (whole quotes, first lines,
-    pieces). The text is normalised as the message was (``clip``: control characters and whitespace
-    runs → one space). ``len(message)`` substring searches: linear in the text, on the error path only."""
-    flat = clean_text(text[: 2 * ECHO_SCAN_CHARS], limit=ECHO_SCAN_CHARS)  # whitespace runs shrink it
+    ``ECHO_MIN_CHARS`` characters found in the text, in any form an API may quote it in
+    (``_quoted_forms``), becomes ``[text]`` (whole quotes, first lines, pieces). The text is normalised
+    as the message was (``clip``: control characters and whitespace runs → one space).
+    ``len(message)`` substring searches per form: linear in the text, on the error path only."""
+    forms = _quoted_forms(text)
+    flat = forms[0]
     if len(flat) < ECHO_MIN_CHARS:
-        return message.replace(flat, ECHO_MASK) if len(flat) >= ECHO_SHORT_MIN_CHARS else message
+        for form in forms:
+            if len(form) >= ECHO_SHORT_MIN_CHARS:
+                message = message.replace(form, ECHO_MASK)
+        return message
     covered = bytearray(len(message))
     for i in range(len(message) - ECHO_MIN_CHARS + 1):
-        if message[i:i + ECHO_MIN_CHARS] in flat:
+        window = message[i:i + ECHO_MIN_CHARS]
+        if any(window in form for form in forms):
             covered[i:i + ECHO_MIN_CHARS] = b"\x01" * ECHO_MIN_CHARS
     if not any(covered):
         return message

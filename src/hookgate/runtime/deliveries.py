@@ -109,6 +109,7 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
         await _failed(ctx, job, exc, done, committed, last_id[0])
         return
     except Exception as exc:  # an adapter bug must not lose the delivery: retry it like a failure
+        ctx.metrics.delivery_attempt.labels(job.channel).observe(time.monotonic() - started)
         ctx.log.exception("delivery.adapter_error", **_log_fields(job))
         await _failed(ctx, job, DeliveryError(f"{job.channel}: internal error ({type(exc).__name__})",
                                               retryable=True), done, committed, last_id[0])

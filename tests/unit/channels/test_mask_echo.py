@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hookgate.channels.http import mask_echo
@@ -24,7 +26,24 @@ from hookgate.channels.http import mask_echo
         ("x: 'first line of it' and 'the second line'", "first line of it\nthe second line",
          "x: '[text]' and '[text]'"),
         ("x: HTTP 413", "   ", "x: HTTP 413"),
+        # quoted as a JSON string's contents: the lines joined by an escaped newline, short lines too
+        ('mattermost: HTTP 400: invalid post: {"channel_id":"x","message":"echo: pw: hunter2\\nuser: bob\\nhost: db1"}',
+         "echo: pw: hunter2\nuser: bob\nhost: db1",
+         'mattermost: HTTP 400: invalid post: {"channel_id":"x","message":"[text]"}'),
+        # non-ASCII escaped as \uXXXX (Python's json.dumps): the whole reply, not only its ASCII start
+        ('discord: HTTP 400: bad content: "echo: \\u79d8\\u5bc6\\u306e\\u30d1\\u30b9\\u30ef\\u30fc\\u30c9"',
+         "echo: 秘密のパスワード", 'discord: HTTP 400: bad content: "[text]"'),
+        # a short text quoted escaped, whole
+        ('x: bad "p\\u00e4ss w\\u00f6rd"', "päss wörd", 'x: bad "[text]"'),
     ],
 )
 def test_mask_echo(message: str, text: str, expected: str) -> None:
     assert mask_echo(message, text) == expected
+
+
+def test_mask_echo_of_a_text_escaped_twice() -> None:
+    """An API whose error is JSON quoting the JSON body it got: the text escaped twice, masked whole."""
+    text = 'line one of it\nline two, "quoted" \u00e9t\u00e9'
+    for ascii_only in (False, True):
+        quoted = json.dumps(json.dumps({"text": text}, ensure_ascii=ascii_only), ensure_ascii=ascii_only)
+        assert mask_echo(f"x: HTTP 400: {quoted}", text) == 'x: HTTP 400: "{\\"text\\": \\"[text]\\"}"'
