@@ -155,3 +155,20 @@ def test_a_delivery_waiting_behind_one_in_flight_does_not_spin_the_worker(gatewa
     assert during < 20, f"{during:.0f} commits in 1.5 s while nothing could be claimed"
     wait_for(lambda: len(receiver.received) == 2, timeout=15)
     assert [body["runId"] for _, _, body in receiver.received] == [first, second]
+
+
+def test_an_answer_the_adapter_cannot_read_is_retried_and_its_attempt_timed(gateway_factory: GatewayFactory,
+                                                                            receiver: Receiver) -> None:
+    """A 200 whose body cannot be decoded (gzip announced, none sent) ends the attempt in
+    delivery.adapter_error: retried like a failure, and counted in the attempt histogram like any
+    attempt (it was not)."""
+    gw = gateway_factory(config(receiver.url))
+    receiver.script = [(200, {"Content-Encoding": "gzip"})]
+    run_id = post_agent(gw, message="undecodable", channel="webhook", to="t")
+    [d] = wait_for(lambda: [d for d in deliveries(gw, run_id) if d["status"] == "delivered"], timeout=15)
+    assert [a["outcome"] for a in d["attemptLog"]] == ["retry", "delivered"]
+    assert "internal error" in d["attemptLog"][0]["error"]
+    with gw.client() as c:
+        metrics = c.get("/metrics").text
+    assert 'hookgate_delivery_attempt_seconds_count{channel="webhook"} 2.0' in metrics
+    assert len(receiver.received) == 2
