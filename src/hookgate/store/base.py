@@ -216,9 +216,13 @@ class Store(Protocol):
     async def flow_write(self, fn: Callable[[RuntimeTx], T]) -> T:
         """Run ``fn`` in one write transaction (TaskFlow actions); returns after the commit."""
 
-    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False, bulk: bool = False) -> T:
-        """Run ``fn`` on a consistent read snapshot; ``small``: a point read the backend may run inline;
-        ``bulk``: a read of no bounded size, which the backend may run one at a time."""
+    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False) -> T:
+        """Run ``fn`` on a consistent read snapshot; ``small``: a point read the backend may run inline."""
+
+    async def list_flow_views(self, owner_key: str) -> msgspec.Raw:
+        """``list_flows`` (webhooks.md §4.3): every flow of the owner as a JSON array of FlowViews,
+        newest first (``FlowTx.list_flow_views``). A list has no bound: the backend chooses where so
+        large a read runs."""
 
     async def list_runs(
         self,

@@ -58,10 +58,10 @@ class FlowService:
     async def execute(self, route: RouteSettings, action: s.Action, name: str, *, idempotency_key: str | None,
                       body_sha256: str) -> ActionResult:
         now = self.clock.now_ms()
+        if name == "list_flows":  # every flow of the owner, no paging (§4.3): the store renders it
+            return _result(route, results.flows_result(await self.store.list_flow_views(route.session_key)))
         if name not in s.MUTATING_ACTIONS:
-            bulk = name == "list_flows"  # every flow of the owner: no paging (webhooks.md §4.3)
-            outcome = await self.store.flow_read(lambda tx: _READS[name](tx, route, action),
-                                                 small=not bulk, bulk=bulk)
+            outcome = await self.store.flow_read(lambda tx: _READS[name](tx, route, action), small=True)
             return _result(route, outcome)
         ttl_ms = int(self.settings().webhooks.idempotency_ttl_hours * HOUR_MS)
 
@@ -224,10 +224,6 @@ def _get_flow(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
     return results.flow_result(tx.get_flow(action.flow_id, route.session_key))
 
 
-def _list_flows(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
-    return results.flows_result(tx.list_flow_views(route.session_key))
-
-
 def _find_latest(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
     return results.flow_result(tx.latest_flow(route.session_key, active_only=False))
 
@@ -263,7 +259,6 @@ def _list_tasks(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcom
 
 _READS: dict[str, Callable[[FlowTx, RouteSettings, Any], results.Outcome]] = {
     "get_flow": _get_flow,
-    "list_flows": _list_flows,
     "find_latest_flow": _find_latest,
     "resolve_flow": _resolve,
     "get_task_summary": _summary,

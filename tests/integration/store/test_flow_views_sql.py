@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import sqlite3
 from typing import Any
 
 import msgspec
+import pytest
 from storetest import NOW, StoreFactory
 
 from hookgate.flows.model import Flow
 from hookgate.flows.views import FLOW_VIEW_LAYOUT, flow_view, newest_first
+from hookgate.store.sqlite import backend
 from hookgate.webhooks.schema import UNSET
 
 OWNER = "agent:ops:views"
@@ -51,7 +54,7 @@ async def test_list_flow_views_matches_flow_view(make_store: StoreFactory) -> No
         return [msgspec.structs.replace(f, seq=tx.insert_flow(f)) for f in made]
 
     stored = await store.flow_write(insert)
-    raw = await store.flow_read(lambda tx: tx.list_flow_views(OWNER), bulk=True)
+    raw = await store.list_flow_views(OWNER)
     listed = json.loads(bytes(raw))
     expected = [json.loads(msgspec.json.encode(flow_view(f))) for f in newest_first(stored)]
     assert listed == expected
@@ -61,7 +64,7 @@ async def test_list_flow_views_matches_flow_view(make_store: StoreFactory) -> No
 
 async def test_list_flow_views_of_no_flows(make_store: StoreFactory) -> None:
     store = await make_store()
-    raw = await store.flow_read(lambda tx: tx.list_flow_views("agent:ops:nobody"), bulk=True)
+    raw = await store.list_flow_views("agent:ops:nobody")
     assert bytes(raw) == b"[]"
 
 
@@ -76,3 +79,46 @@ def test_layout_is_flow_view_written_out() -> None:
     assert list(flow_view(full)) == [k for k, _, _ in FLOW_VIEW_LAYOUT]
     for key, field, _ in FLOW_VIEW_LAYOUT:
         assert flow_view(full)[key] == getattr(full, field)
+
+
+@pytest.mark.parametrize("threshold", [0, 2, 1000])
+async def test_short_and_long_lists_alike(make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch,
+                                          threshold: int) -> None:
+    """A list longer than BULK_LIST_MIN_FLOWS goes to the bulk thread, a shorter one to the read pool:
+    the same answer either way."""
+    monkeypatch.setattr(backend, "BULK_LIST_MIN_FLOWS", threshold)
+    store = await make_store()
+    made = flows()[:5]
+    stored = await store.flow_write(lambda tx: [msgspec.structs.replace(f, seq=tx.insert_flow(f)) for f in made])
+    assert bytes(await store.list_flow_views(OWNER)) == msgspec.json.encode(
+        [flow_view(f) for f in newest_first(stored)])
+
+
+async def test_rows_hookgate_did_not_write_still_list_as_json(make_store: StoreFactory) -> None:
+    """Rows written by hand (the table is not STRICT): an integer column holding text or a real, a
+    JSON column holding no JSON or JSON spelled otherwise. The list stays valid JSON — one odd row
+    must not spoil every flow's answer — and shows each value as get_flow's Python path would read it
+    where it can (text stays text; invalid JSON becomes a string)."""
+    store = await make_store()
+    [good] = await store.flow_write(lambda tx: [msgspec.structs.replace(f, seq=tx.insert_flow(f)) for f in flows()[:1]])
+    with sqlite3.connect(store.path) as conn:
+        base = {"owner_key": OWNER, "sync_mode": "task_mirrored", "controller_id": None, "status": "running",
+                "notify_policy": "done_only", "goal": "by hand", "created_at": NOW, "updated_at": NOW}
+        odd = [
+            {"flow_id": "hand-1", "revision": "n/a", "updated_at": 1e20, "state_json": "{not json"},
+            {"flow_id": "hand-2", "revision": 2.5, "ended_at": "soon", "wait_json": '{"a": [1, 2]}'},
+            {"flow_id": "hand-3", "revision": 3, "cancel_requested_at": 0.5, "state_json": '"\\u00e9"'},
+        ]
+        for row in odd:
+            values = {**base, **row}
+            conn.execute(f"INSERT INTO flows ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+                         list(values.values()))
+    listed = json.loads(bytes(await store.list_flow_views(OWNER)))  # valid JSON, every row in it
+    by_id = {f["flowId"]: f for f in listed}
+    assert set(by_id) == {good.flow_id, "hand-1", "hand-2", "hand-3"}
+    assert by_id[good.flow_id] == json.loads(msgspec.json.encode(flow_view(good)))
+    assert by_id["hand-1"]["revision"] == "n/a" and by_id["hand-1"]["updatedAt"] == 1e20
+    assert by_id["hand-1"]["stateJson"] == "{not json"
+    assert by_id["hand-2"]["revision"] == 2.5 and by_id["hand-2"]["endedAt"] == "soon"
+    assert by_id["hand-2"]["waitJson"] == {"a": [1, 2]}
+    assert by_id["hand-3"]["cancelRequestedAt"] == 0.5 and by_id["hand-3"]["stateJson"] == "é"

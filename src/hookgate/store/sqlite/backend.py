@@ -53,6 +53,8 @@ T = TypeVar("T")
 
 WAKE_DELAY_MS = 250  # model.md §6.2: wake requests within 250 ms coalesce into one turn
 READ_POOL_SIZE = 4
+BULK_READERS = 1  # threads for reads of no bounded size (``_read(bulk=True)``): one at a time
+BULK_LIST_MIN_FLOWS = 1_000  # a list_flows longer than this is such a read (~2.5 ms of SQLite per 1 000)
 KNOWN_SESSIONS_MAX = 4096
 DROP_LOG_INTERVAL_S = 10.0
 PROBE_AFTER_FAILURE_S = 1.0  # /readyz probes a failed store with a write only after this long without a failure
@@ -145,7 +147,7 @@ class SqliteStore:
                               busy_timeout_ms=int(self._busy_timeout_ms))
         self._writer.start()
         self._readers = ThreadPoolExecutor(self._read_pool_size, thread_name_prefix="hookgate-store-read")
-        self._bulk_reader = ThreadPoolExecutor(1, thread_name_prefix="hookgate-store-bulk-read")
+        self._bulk_reader = ThreadPoolExecutor(BULK_READERS, thread_name_prefix="hookgate-store-bulk-read")
 
     def _open_sync(self, role: StoreRole) -> sqlite3.Connection:
         if role == "serve":
@@ -283,7 +285,7 @@ class SqliteStore:
 
         ``inline``: on the event loop's own read connection — for point reads of a few rows, where a
         hop to the pool thread costs more than the query. Larger reads go to the read pool.
-        ``bulk``: a read whose size has no bound (``list_flows``) goes to a thread of its own, one at
+        ``bulk``: a read whose size has no bound (a long ``list_flows``) goes to a thread of its own, one at
         a time, so that such reads use at most one core and never contend with each other for the
         GIL (docs/operations.md, "Lists without a bound").
         """
@@ -579,10 +581,20 @@ class SqliteStore:
                 self._dropped(session_key, dropped)
         return result
 
-    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False, bulk: bool = False) -> T:
+    async def flow_read(self, fn: Callable[[RuntimeTx], T], *, small: bool = False) -> T:
         """Run ``fn`` on a read snapshot (writes through the tx are refused by SQLite); ``small``
-        reads (a few rows) run inline on the event loop, ``bulk`` ones on their own thread (``_read``)."""
-        return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])), inline=small, bulk=bulk)
+        reads (a few rows) run inline on the event loop."""
+        return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])), inline=small)
+
+    async def list_flow_views(self, owner_key: str) -> msgspec.Raw:
+        """The owner's flows are counted first (an index range, inline): a list of up to
+        ``BULK_LIST_MIN_FLOWS`` is rendered on the read pool like any read, a longer one on the bulk
+        thread, one at a time (``_read``) — so a short list never waits behind another owner's long one."""
+        def count(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(FQ["count_owner_flows"], (owner_key,)).fetchone()[0])
+
+        bulk = await self._read(count, inline=True) > BULK_LIST_MIN_FLOWS
+        return await self._read(lambda conn: SqliteFlowTx(conn, self, []).list_flow_views(owner_key), bulk=bulk)
 
     async def sweep(self, now_ms: int) -> int:
         def op(conn: sqlite3.Connection) -> int:

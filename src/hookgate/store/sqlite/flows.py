@@ -119,13 +119,19 @@ _SELECT_RANDOM = f"{_SELECT_FLOW} {FQ['where_flow_random']}"
 def _flow_view_sql() -> str:
     """A SQL expression of a ``flows`` row: its FlowView as JSON text, by ``FLOW_VIEW_LAYOUT``.
 
-    ``json_quote`` escapes text as msgspec does; a stored JSON column is embedded by ``json()``,
-    which checks it and keeps its numbers as written (msgspec wrote them)."""
+    For a row hookgate wrote it is ``flow_view``'s bytes: ``json_quote`` escapes text as msgspec does,
+    and a JSON column, which msgspec wrote, is embedded by ``json()`` as written. A row written
+    otherwise (by hand, another tool) still gives valid JSON, not always ``flow_view``'s: an integer
+    column holding text or a real is quoted by ``json_quote`` (a real with SQLite's 15 digits), and a
+    JSON column that is no JSON becomes a string; JSON written with other escapes or number
+    spellings is kept as written."""
     parts = []
     for i, (key, column, rule) in enumerate(FLOW_VIEW_LAYOUT):
         head = ("{" if i == 0 else ",") + msgspec.json.encode(key).decode() + ":"
-        value = {"str": f"json_quote({column})", "str*": f"json_quote({column})", "int": column,
-                 "int?": column, "json?": f"json({column})"}[rule]
+        number = f"CASE typeof({column}) WHEN 'integer' THEN {column} ELSE json_quote({column}) END"
+        value = {"str": f"json_quote({column})", "str*": f"json_quote({column})", "int": number,
+                 "int?": number,
+                 "json?": f"CASE WHEN json_valid({column}) THEN json({column}) ELSE json_quote({column}) END"}[rule]
         present = {"str*": f"{column} != ''", "int?": f"{column} IS NOT NULL",
                    "json?": f"{column} IS NOT NULL"}.get(rule)
         if present is None:

@@ -1,6 +1,9 @@
 -- Named fragments and statements of the SQLite FlowTx (store/sqlite/flows.py). Column lists are
 -- generated from the Flow/Task records; the WHERE/ORDER clauses live here.
 
+-- name: count_owner_flows
+SELECT count(*) FROM flows WHERE owner_key = ?
+
 -- name: where_owner_newest
 WHERE owner_key = ? ORDER BY created_at DESC, seq DESC
 
