@@ -50,6 +50,9 @@ class FlowTx(Protocol):
     def list_tasks(self, flow_id: str) -> list[Task]:
         """Newest first: ``createdAt`` descending, ties → the later-created first."""
 
+    def task_counts(self, flow_id: str) -> list[tuple[str, str, int]]:
+        """The flow's tasks counted by ``(status, runtime)``: what ``get_task_summary`` needs."""
+
     def find_retry_tasks(self, flow_id: str, run_id: str, runtime: str, owner_key: str,
                          child_session_key: str | None) -> list[Task]:
         """Tasks a ``run_task`` retry may reuse, oldest first."""

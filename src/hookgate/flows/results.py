@@ -19,7 +19,7 @@ from hookgate.flows.rules import (
     TASKFLOW_NOT_FOUND,
     Refusal,
 )
-from hookgate.flows.views import flow_view, summary, task_view, task_views
+from hookgate.flows.views import flow_view, summary_of_counts, task_view, task_views
 
 TASK_NOT_FOUND: Final = "Task not found."
 NOT_MANAGED_MUTATION: Final = "TaskFlow is not managed by this webhook surface."
@@ -92,9 +92,10 @@ def flows_result(views: msgspec.Raw) -> Outcome:
     return ok({"flows": views})
 
 
-def summary_result(tasks: Iterable[Task] | None) -> Outcome:
-    """``get_task_summary``: ``None`` when the flow is missing or not owned."""
-    return ok({"summary": summary(tasks) if tasks is not None else None})
+def summary_result(counts: Iterable[tuple[str, str, int]] | None) -> Outcome:
+    """``get_task_summary`` from the flow's task counts (``FlowTx.task_counts``): ``None`` when the
+    flow is missing or not owned."""
+    return ok({"summary": summary_of_counts(counts) if counts is not None else None})
 
 
 def task_result(task: Task | None) -> Outcome:

@@ -116,15 +116,21 @@ def task_view(task: Task) -> dict[str, Any]:
 
 def summary(tasks: Iterable[Task]) -> dict[str, Any]:
     """The task summary of model.md §2.4; every key is always present, in the spec's order."""
+    return summary_of_counts((task.status, task.runtime, 1) for task in tasks)
+
+
+def summary_of_counts(counts: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
+    """``summary`` from ``(status, runtime, number of tasks)`` groups — what a store can count
+    without reading every task (``FlowTx.task_counts``)."""
     by_status = {status: 0 for status in TASK_STATUSES}
     by_runtime = {runtime: 0 for runtime in TASK_RUNTIMES}
     total = 0
-    for task in tasks:
-        total += 1
-        if task.status in by_status:
-            by_status[task.status] += 1
-        if task.runtime in by_runtime:
-            by_runtime[task.runtime] += 1
+    for status, runtime, n in counts:
+        total += n
+        if status in by_status:
+            by_status[status] += n
+        if runtime in by_runtime:
+            by_runtime[runtime] += n
     active = sum(by_status[status] for status in TASK_ACTIVE)
     return {
         "total": total,

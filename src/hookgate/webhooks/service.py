@@ -241,7 +241,7 @@ def _resolve(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
 
 def _summary(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:
     flow = tx.get_flow(action.flow_id, route.session_key)
-    return results.summary_result(tx.list_tasks(flow.flow_id) if flow is not None else None)
+    return results.summary_result(tx.task_counts(flow.flow_id) if flow is not None else None)
 
 
 def _get_task(tx: FlowTx, route: RouteSettings, action: Any) -> results.Outcome:

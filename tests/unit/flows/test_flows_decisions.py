@@ -123,6 +123,7 @@ def test_read_results() -> None:
     assert msgspec.json.encode(flows_result(msgspec.Raw("[]")).result) == b'{"flows":[]}'
     assert summary_result(None).result == {"summary": None}
     assert summary_result([]).result["summary"]["total"] == 0
+    assert summary_result([("queued", "cli", 2), ("failed", "acp", 1)]).result["summary"]["failures"] == 1
     assert task_result(None).result == {"task": None}
     assert tasks_result(None).result == {"tasks": None}
     task = make_task()

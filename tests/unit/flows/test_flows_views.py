@@ -11,6 +11,7 @@ from hookgate.flows.views import (
     flow_view,
     newest_first,
     summary,
+    summary_of_counts,
     task_view,
     task_views,
 )
@@ -219,3 +220,17 @@ def test_newest_first_ties_by_later_seq() -> None:
     t2 = make_task(task_id="y", created_at=5, seq=10)
     t3 = make_task(task_id="z", created_at=4, seq=11)
     assert [v["taskId"] for v in task_views([t1, t2, t3])] == ["y", "x", "z"]
+
+
+def test_summary_of_counts_is_summary_of_the_tasks() -> None:
+    """What the store counts by (status, runtime) gives the summary of the tasks themselves, unknown
+    statuses and runtimes (stored by another version) counted in the total only."""
+    tasks = [make_task(task_id=str(i), status=s, runtime=r) for i, (s, r) in enumerate(
+        [("queued", "cli"), ("queued", "cli"), ("running", "acp"), ("failed", "cron"), ("lost", "subagent"),
+         ("succeeded", "cli"), ("weird", "cli"), ("queued", "other")])]
+    groups: dict[tuple[str, str], int] = {}
+    for t in tasks:
+        groups[(t.status, t.runtime)] = groups.get((t.status, t.runtime), 0) + 1
+    counts = [(s, r, n) for (s, r), n in groups.items()]
+    assert summary_of_counts(counts) == summary(tasks)
+    assert summary_of_counts(counts)["total"] == 8 and summary_of_counts([]) == summary([])

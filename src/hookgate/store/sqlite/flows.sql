@@ -14,6 +14,10 @@ WHERE owner_key = ? ORDER BY created_at DESC, seq DESC LIMIT 1
 WHERE owner_key = ? AND status NOT IN ('succeeded', 'failed', 'cancelled', 'lost')
 ORDER BY created_at DESC, seq DESC LIMIT 1
 
+-- name: flow_task_counts
+-- get_task_summary: one row per (status, runtime), not one per task.
+SELECT status, runtime, count(*) FROM tasks WHERE parent_flow_id = ? GROUP BY status, runtime
+
 -- name: where_flow_tasks_newest
 WHERE parent_flow_id = ? ORDER BY created_at DESC, seq DESC
 
