@@ -111,31 +111,41 @@ ECHO_SHORT_MIN_CHARS = 8  # a shorter text is masked only whole, and only from t
 ECHO_SCAN_CHARS = 100_000  # an API quotes the start of what it got: the rest of a huge part is not read
 
 
-def _quoted_forms(text: str) -> list[str]:
-    """The forms an API may quote ``text`` in, each normalised as ``clip`` leaves a message: as it is,
-    and as a JSON string's contents — escaped once or twice (an error that quotes the JSON body it
-    got), with non-ASCII as is or as ``\\uXXXX`` (Python's ``json.dumps``)."""
+def _quoted_forms(text: str, message: str) -> list[str]:
+    """The forms ``message`` may quote ``text`` in, each normalised as ``clip`` leaves a message: the
+    text as it is; and, only when the message holds a backslash (else no escaped form can add a
+    match), the text as a JSON string's contents — escaped once or twice, non-ASCII as it is or as
+    ``\\uXXXX`` (Python's ``json.dumps``), ``<``, ``>`` and ``&`` as ``\\u003c``… (Go's encoder), ``/`` as
+    ``\\/`` (PHP's). Each form is searched in its first ``ECHO_SCAN_CHARS`` characters."""
     head = text[: 2 * ECHO_SCAN_CHARS]  # (whitespace runs shrink it)
     forms = [head]
-    for ascii_only in (False, True):
-        once = json.dumps(head[:ECHO_SCAN_CHARS], ensure_ascii=ascii_only)[1:-1]
-        forms += [once, json.dumps(once[:ECHO_SCAN_CHARS], ensure_ascii=ascii_only)[1:-1]]
+    if "\\" in message:
+        source = head[:ECHO_SCAN_CHARS]
+        for ascii_only in (False, True):
+            once = json.dumps(source, ensure_ascii=ascii_only)[1:-1]
+            forms += [once, json.dumps(once[:ECHO_SCAN_CHARS], ensure_ascii=ascii_only)[1:-1]]
+        if "<" in source or ">" in source or "&" in source:
+            forms.append(forms[1].replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+        if "/" in source:
+            forms.append(forms[1].replace("/", "\\/"))
     flat = [clean_text(form[: 2 * ECHO_SCAN_CHARS], limit=ECHO_SCAN_CHARS) for form in forms]
     return list(dict.fromkeys(flat))  # the same form once (a text with nothing to escape)
 
 
 def mask_echo(message: str, text: str) -> str:
     """``message`` without the delivered ``text``: every stretch of it that is covered by windows of
-    ``ECHO_MIN_CHARS`` characters found in the text, in any form an API may quote it in
-    (``_quoted_forms``), becomes ``[text]`` (whole quotes, first lines, pieces). The text is normalised
-    as the message was (``clip``: control characters and whitespace runs → one space).
+    ``ECHO_MIN_CHARS`` characters found in the text, as it is or in an escaped form an API may quote
+    it in (``_quoted_forms``), becomes ``[text]`` (whole quotes, first lines, pieces). The text is
+    normalised as the message was (``clip``: control characters and whitespace runs → one space).
     ``len(message)`` substring searches per form: linear in the text, on the error path only."""
-    forms = _quoted_forms(text)
+    forms = _quoted_forms(text, message)
     flat = forms[0]
-    if len(flat) < ECHO_MIN_CHARS:
-        for form in forms:
-            if len(form) >= ECHO_SHORT_MIN_CHARS:
+    if len(flat) < ECHO_MIN_CHARS:  # a short text is masked only whole, and only from its own 8 characters
+        if len(flat) >= ECHO_SHORT_MIN_CHARS:
+            for form in forms:
                 message = message.replace(form, ECHO_MASK)
+        return message
+    if len(message) < ECHO_MIN_CHARS:
         return message
     covered = bytearray(len(message))
     for i in range(len(message) - ECHO_MIN_CHARS + 1):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import sqlite3
+import threading
 from typing import Any
 
 import msgspec
@@ -16,6 +17,7 @@ from storetest import NOW, StoreFactory
 from hookgate.flows.model import Flow
 from hookgate.flows.views import FLOW_VIEW_LAYOUT, flow_view, newest_first
 from hookgate.store.sqlite import backend
+from hookgate.store.sqlite.flows import SqliteFlowTx
 from hookgate.webhooks.schema import UNSET
 
 OWNER = "agent:ops:views"
@@ -81,17 +83,28 @@ def test_layout_is_flow_view_written_out() -> None:
         assert flow_view(full)[key] == getattr(full, field)
 
 
-@pytest.mark.parametrize("threshold", [0, 2, 1000])
-async def test_short_and_long_lists_alike(make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch,
-                                          threshold: int) -> None:
-    """A list longer than BULK_LIST_MIN_FLOWS goes to the bulk thread, a shorter one to the read pool:
-    the same answer either way."""
+@pytest.mark.parametrize(("threshold", "thread"), [(0, "bulk"), (4, "bulk"), (5, "pool"), (1000, "pool")])
+async def test_long_lists_take_the_bulk_thread_short_ones_the_pool(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, threshold: int, thread: str
+) -> None:
+    """Five flows: a list longer than BULK_LIST_MIN_FLOWS is rendered on the bulk thread, one no longer
+    on the read pool (a short list never waits behind another owner's long one); the same answer."""
     monkeypatch.setattr(backend, "BULK_LIST_MIN_FLOWS", threshold)
+    ran_on: list[str] = []
+    render = SqliteFlowTx.list_flow_views
+
+    def recording(tx: SqliteFlowTx, owner_key: str) -> msgspec.Raw:
+        ran_on.append(threading.current_thread().name)
+        return render(tx, owner_key)
+
+    monkeypatch.setattr(SqliteFlowTx, "list_flow_views", recording)
     store = await make_store()
     made = flows()[:5]
     stored = await store.flow_write(lambda tx: [msgspec.structs.replace(f, seq=tx.insert_flow(f)) for f in made])
     assert bytes(await store.list_flow_views(OWNER)) == msgspec.json.encode(
         [flow_view(f) for f in newest_first(stored)])
+    prefix = {"bulk": "hookgate-store-bulk-read", "pool": "hookgate-store-read"}[thread]
+    assert len(ran_on) == 1 and ran_on[0].startswith(prefix + "_"), ran_on
 
 
 async def test_rows_hookgate_did_not_write_still_list_as_json(make_store: StoreFactory) -> None:

@@ -33,6 +33,14 @@ from hookgate.channels.http import mask_echo
         # non-ASCII escaped as \uXXXX (Python's json.dumps): the whole reply, not only its ASCII start
         ('discord: HTTP 400: bad content: "echo: \\u79d8\\u5bc6\\u306e\\u30d1\\u30b9\\u30ef\\u30fc\\u30c9"',
          "echo: 秘密のパスワード", 'discord: HTTP 400: bad content: "[text]"'),
+        # Go's encoder (Mattermost): <, > and & as \u003c, \u003e, \u0026
+        ('x: HTTP 400: "deploy \\u003cprod\\u003e \\u0026 restart\\nok: yes"', "deploy <prod> & restart\nok: yes",
+         'x: HTTP 400: "[text]"'),
+        # PHP's: / as \/
+        ('x: HTTP 422: "see https:\\/\\/example.com\\/a\\/b now"', "see https://example.com/a/b now",
+         'x: HTTP 422: "[text]"'),
+        # a text too short to tell apart (whitespace only): its escaped form is not masked either
+        ('x: got "\\n\\n\\n\\n\\n\\n"', "\n" * 6, 'x: got "\\n\\n\\n\\n\\n\\n"'),
         # a short text quoted escaped, whole
         ('x: bad "p\\u00e4ss w\\u00f6rd"', "päss wörd", 'x: bad "[text]"'),
     ],

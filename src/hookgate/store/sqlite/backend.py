@@ -587,11 +587,11 @@ class SqliteStore:
         return await self._read(lambda conn: fn(SqliteFlowTx(conn, self, [])), inline=small)
 
     async def list_flow_views(self, owner_key: str) -> msgspec.Raw:
-        """The owner's flows are counted first (an index range, inline): a list of up to
-        ``BULK_LIST_MIN_FLOWS`` is rendered on the read pool like any read, a longer one on the bulk
-        thread, one at a time (``_read``) — so a short list never waits behind another owner's long one."""
+        """The owner's flows are counted first (inline, and only up to one past the threshold): a list
+        of up to ``BULK_LIST_MIN_FLOWS`` is rendered on the read pool like any read, a longer one on the
+        bulk thread, one at a time (``_read``) — so a short list never waits behind another owner's long one."""
         def count(conn: sqlite3.Connection) -> int:
-            return int(conn.execute(FQ["count_owner_flows"], (owner_key,)).fetchone()[0])
+            return int(conn.execute(FQ["count_owner_flows"], (owner_key, BULK_LIST_MIN_FLOWS + 1)).fetchone()[0])
 
         bulk = await self._read(count, inline=True) > BULK_LIST_MIN_FLOWS
         return await self._read(lambda conn: SqliteFlowTx(conn, self, []).list_flow_views(owner_key), bulk=bulk)

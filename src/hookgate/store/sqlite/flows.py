@@ -124,7 +124,7 @@ def _flow_view_sql() -> str:
     otherwise (by hand, another tool) still gives valid JSON, not always ``flow_view``'s: an integer
     column holding text or a real is quoted by ``json_quote`` (a real with SQLite's 15 digits), and a
     JSON column that is no JSON becomes a string; JSON written with other escapes or number
-    spellings is kept as written."""
+    spellings is kept as written. (A BLOB, which JSON cannot hold, fails the statement.)"""
     parts = []
     for i, (key, column, rule) in enumerate(FLOW_VIEW_LAYOUT):
         head = ("{" if i == 0 else ",") + msgspec.json.encode(key).decode() + ":"

@@ -2,7 +2,8 @@
 -- generated from the Flow/Task records; the WHERE/ORDER clauses live here.
 
 -- name: count_owner_flows
-SELECT count(*) FROM flows WHERE owner_key = ?
+-- Counted up to ?2 only: the answer is "more than the threshold or not", at the same cost for any owner.
+SELECT count(*) FROM (SELECT 1 FROM flows WHERE owner_key = ?1 LIMIT ?2)
 
 -- name: where_owner_newest
 WHERE owner_key = ? ORDER BY created_at DESC, seq DESC
