@@ -145,8 +145,6 @@ def mask_echo(message: str, text: str) -> str:
             for form in forms:
                 message = message.replace(form, ECHO_MASK)
         return message
-    if len(message) < ECHO_MIN_CHARS:
-        return message
     covered = bytearray(len(message))
     for i in range(len(message) - ECHO_MIN_CHARS + 1):
         window = message[i:i + ECHO_MIN_CHARS]

@@ -359,7 +359,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         self._peer_done = True  # (no lingering at the close: the client sends nothing more)
         self._head_since = None  # no head can come: the close, not a head timeout, ends it
         pipeline = self.pipeline
-        owed = bool(pipeline) or self._answer_owed()  # a queued request waits behind an unanswered one
+        owed = self._answer_owed()  # (before the pop: a queued request waits behind an unanswered one)
         if pipeline and getattr(pipeline[0][0], "more_body", False) is True:
             pipeline.popleft()  # the newest request (uvicorn appends on the left), not started: never run
         if owed:
