@@ -16,7 +16,7 @@ from hookgate.clock import Clock, new_id
 from hookgate.config.names import main_session_key
 from hookgate.config.settings import RouteSettings, Settings
 from hookgate.flows import decisions, results
-from hookgate.flows.model import Task
+from hookgate.flows.model import Task, agent_id_from_session_key
 from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.ports import FlowTx, StoredResponse
 from hookgate.flows.rules import (
@@ -163,7 +163,7 @@ class FlowService:
         decision = decisions.decide_run_task(flow, tasks, action, task_id=new_id(), now=now,
                                              execute=route.execute, child_verdict=verdict)
         if decision.record_child_session and child is not None:
-            agent = _agent_of(child) or route.agent_id or self.settings().agents.default_agent_id
+            agent = agent_id_from_session_key(child) or route.agent_id or self.settings().agents.default_agent_id
             tx.record_child_session(child, owner, agent, now)
         if decision.task is not None:
             if decision.created:
@@ -289,15 +289,10 @@ def _is_configured_root(key: str, settings: Settings) -> bool:
     summary, a notification, the route's first flow), so without this a route could claim another
     agent's main session — the spec's own example of a key to refuse — or another route's session,
     just by being first after a fresh start, and then run tasks in it."""
-    agent = _agent_of(key)
+    agent = agent_id_from_session_key(key)
     if agent is not None and key == main_session_key(agent) and agent in settings.agents.known_ids:
         return True
     return any(route.session_key == key for route in settings.webhooks.routes)
-
-
-def _agent_of(key: str) -> str | None:
-    parts = key.split(":", 2)
-    return parts[1] if len(parts) == 3 and parts[0] == "agent" and parts[1] else None
 
 
 def _result(route: RouteSettings, outcome: results.Outcome) -> ActionResult:
