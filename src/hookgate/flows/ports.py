@@ -53,9 +53,8 @@ class FlowTx(Protocol):
     def task_counts(self, flow_id: str) -> list[tuple[str, str, int]]:
         """The flow's tasks counted by ``(status, runtime)``: what ``get_task_summary`` needs."""
 
-    def find_retry_tasks(self, flow_id: str, run_id: str, runtime: str, owner_key: str,
-                         child_session_key: str | None) -> list[Task]:
-        """Tasks a ``run_task`` retry may reuse, oldest first."""
+    def tasks_with_run_id(self, flow_id: str, run_id: str) -> list[Task]:
+        """The flow's tasks with this ``runId`` (in no set order): where a ``run_task`` retry's task is."""
 
     def insert_task(self, task: Task) -> Task: ...
 

@@ -214,12 +214,19 @@ def cancel_flow_record(flow: Flow, now: int, ended_at: int | None = None) -> Flo
     )
 
 
+def may_settle(flow: Flow) -> bool:
+    """Whether the settle rule can fire for ``flow`` at all (a managed flow with a cancel requested,
+    not yet terminal): only then does it need the flow's tasks."""
+    return flow.sync_mode == MANAGED and flow.cancel_requested_at is not None and flow.status not in FLOW_TERMINAL
+
+
 def settle(flow: Flow, tasks: Iterable[Task], terminal_task: Task, now: int) -> Flow | None:
     """The settle rule (model.md §1.5) after ``terminal_task`` became terminal; ``None`` if it does not fire.
 
-    ``tasks`` are the flow's tasks; ``terminal_task`` replaces its stored version among them.
+    ``tasks`` are the flow's tasks; ``terminal_task`` replaces its stored version among them. They
+    are read only when ``may_settle(flow)``: otherwise the rule cannot fire, and ``()`` will do.
     """
-    if flow.sync_mode != MANAGED or flow.cancel_requested_at is None or flow.status in FLOW_TERMINAL:
+    if not may_settle(flow):
         return None
     for task in tasks:
         current = terminal_task if task.task_id == terminal_task.task_id else task

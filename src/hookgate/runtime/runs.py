@@ -15,7 +15,7 @@ from hookgate.config.names import main_session_key
 from hookgate.config.settings import AgentSettings, Settings
 from hookgate.flows.model import CANCELLED_BY_OPERATOR, Task, is_terminal
 from hookgate.flows.notifications import Notification, notification_session
-from hookgate.flows.rules import Retention, RunEnd, apply_run_ended, apply_run_started, settle
+from hookgate.flows.rules import Retention, RunEnd, apply_run_ended, apply_run_started, may_settle, settle
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.delivery import deliver_reply
 from hookgate.runtime.ports import RuntimeTx
@@ -214,7 +214,7 @@ async def complete_task_run(ctx: RunContext, run: RunRecord, result: CallResult)
         tx.update_task(change.task)
         _notify(ctx, tx, change.notifications, task.owner_key, now)
         flow = tx.admin_get_flow(task.parent_flow_id) if task.parent_flow_id else None
-        if flow is not None:
+        if flow is not None and may_settle(flow):  # a flow's tasks are read only when they can settle it
             settled = settle(flow, tx.list_tasks(flow.flow_id), change.task, now)
             if settled is not None:
                 tx.update_flow_if_revision(settled, flow.revision)

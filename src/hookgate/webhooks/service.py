@@ -25,6 +25,7 @@ from hookgate.flows.rules import (
     Retention,
     TaskChange,
     child_session_verdict,
+    may_settle,
     normalise_session_key,
 )
 from hookgate.runtime.events import sanitize_system_text
@@ -159,7 +160,9 @@ class FlowService:
             if ancestors is None and _is_configured_root(child, self.settings()):
                 ancestors = []  # known before the store first records it: a root, no route's child
             verdict = child_session_verdict(child, owner, ancestors)
-        tasks = tx.list_tasks(flow.flow_id) if flow is not None and action.run_id is not None else []
+        # a retry reuses a task with the same runId: only those are read (not the flow's every task)
+        tasks = (tx.tasks_with_run_id(flow.flow_id, action.run_id)
+                 if flow is not None and action.run_id is not None else [])
         decision = decisions.decide_run_task(flow, tasks, action, task_id=new_id(), now=now,
                                              execute=route.execute, child_verdict=verdict)
         if decision.record_child_session and child is not None:
@@ -197,7 +200,8 @@ class FlowService:
     def _update_task(self, tx: FlowTx, owner: str, action: s.UpdateTask, now: int) -> results.Outcome:
         task = tx.get_task(action.task_id)
         flow = tx.get_flow(task.parent_flow_id, owner) if task is not None and task.parent_flow_id else None
-        flow_tasks = tx.list_tasks(flow.flow_id) if flow is not None else []
+        # the tasks matter only to the settle rule: not read when it cannot fire
+        flow_tasks = tx.list_tasks(flow.flow_id) if flow is not None and may_settle(flow) else []
         decision = decisions.decide_update_task(task, flow, flow_tasks, action, now, self._retention())
         if decision.task is not None:
             self._write_task(tx, decision.task, owner, now)

@@ -501,6 +501,13 @@ def test_run_task_idempotent_by_run_id(api: Api) -> None:
     retry = api.run_task(flow_id, runId="r-1", label="build", task="make")["task"]
     assert retry["taskId"] == first["taskId"] and retry["status"] == "succeeded"
     assert retry["deliveryStatus"] == "pending"  # back to pending unless delivered
+    # the child session key compares trimmed and case-insensitively; another flow's task is never reused
+    child = api.run_task(flow_id, runId="c-1", childSessionKey="agent:ops:sub:1", task="t")["task"]
+    assert api.run_task(flow_id, runId="c-1", childSessionKey=" Agent:Ops:Sub:1 ", task="t")["task"][
+        "taskId"] == child["taskId"]
+    elsewhere = api.create()
+    assert api.run_task(elsewhere["flowId"], runId="r-1", label="build", task="make")["task"]["taskId"] not in (
+        first["taskId"], other["taskId"])
 
 
 def test_run_task_timestamps_and_views(api: Api) -> None:

@@ -238,12 +238,8 @@ class SqliteFlowTx:
     def task_counts(self, flow_id: str) -> list[tuple[str, str, int]]:
         return [(str(s), str(r), int(n)) for s, r, n in self._conn.execute(FQ["flow_task_counts"], (flow_id,))]
 
-    def find_retry_tasks(self, flow_id: str, run_id: str, runtime: str, owner_key: str,
-                         child_session_key: str | None) -> list[Task]:
-        rows = self._conn.execute(
-            f"{_SELECT_TASK} {FQ['where_retry_candidates']}",
-            (flow_id, run_id, runtime, owner_key, child_session_key),
-        ).fetchall()
+    def tasks_with_run_id(self, flow_id: str, run_id: str) -> list[Task]:
+        rows = self._conn.execute(f"{_SELECT_TASK} {FQ['where_flow_run_id']}", (flow_id, run_id)).fetchall()
         return [_task_from_row(r) for r in rows]
 
     def insert_task(self, task: Task) -> Task:

@@ -22,10 +22,9 @@ SELECT status, runtime, count(*) FROM tasks WHERE parent_flow_id = ? GROUP BY st
 -- name: where_flow_tasks_newest
 WHERE parent_flow_id = ? ORDER BY created_at DESC, seq DESC
 
--- name: where_retry_candidates
-WHERE parent_flow_id = ?1 AND run_id = ?2 AND runtime = ?3 AND owner_key = ?4
-  AND child_session_key IS ?5
-ORDER BY created_at ASC, seq ASC
+-- name: where_flow_run_id
+-- a run_task retry's candidates, by the index tasks_flow_run (flows/rules.py find_retry_target picks one)
+WHERE parent_flow_id = ? AND run_id = ?
 
 -- name: session_parent
 SELECT spawned_by FROM sessions WHERE key = ?
