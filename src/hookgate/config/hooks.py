@@ -160,14 +160,21 @@ def _transforms(
         if raw.get("transform") is not None:
             modules[m.index] = module if isinstance(module, str) else ""
     bad: set[int] = set()
+    if isinstance(raw_dir, str) and "\x00" in raw_dir:  # no directory has one: every use would fail
+        if needs_checks:
+            ctx.errors.append("hooks.transformsDir: must not contain a NUL character")
+        return root, explicit
     for i, module in modules.items():
-        if module.strip() and not is_safe_relative_module(module.strip()):
+        if "\x00" in module:
+            ctx.errors.append(f"hooks.mappings[{i}].transform.module: must not contain a NUL character")
+            bad.add(i)
+        elif module.strip() and not is_safe_relative_module(module.strip()):
             ctx.errors.append(
                 f"hooks.mappings[{i}].transform.module: module must be a safe relative path (no absolute paths)"
             )
             bad.add(i)
     for i, module in modules.items():
-        if module.strip() and not module.strip().endswith(".py"):
+        if "\x00" not in module and module.strip() and not module.strip().endswith(".py"):
             ctx.errors.append(
                 f"hooks.mappings[{i}].transform.module: only Python (.py) transforms are supported"
             )

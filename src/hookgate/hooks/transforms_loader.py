@@ -88,7 +88,7 @@ class TransformLoader:
             return None
         try:
             signature = _signature(path)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in the path (config check refuses one)
             return None
         return loaded if loaded.signature == signature else None
 
@@ -117,7 +117,7 @@ class TransformLoader:
         with self._lock:
             try:
                 signature = _signature(path)
-            except OSError as exc:
+            except (OSError, ValueError) as exc:  # ValueError: a NUL in the path, which no file has
                 raise TransformFailed("FileNotFoundError", f"hook transform module not found: {path}", ours=True) from exc
             cached = self._cache.get(key)
             if cached is not None and cached.signature == signature:

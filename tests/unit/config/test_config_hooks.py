@@ -116,6 +116,17 @@ def test_7_not_python(kit: Kit, module: str) -> None:
     ]
 
 
+def test_nul_in_a_transform_path(kit: Kit) -> None:
+    # os.stat refuses such a path with ValueError at every use: a config error, not a 500 per request
+    assert kit.errors(hooks(mappings=[{"transform": {"module": "a\x00.py"}}])) == [
+        "hooks.mappings[0].transform.module: must not contain a NUL character"
+    ]
+    assert kit.errors(hooks(transformsDir="real\x00", mappings=[{}])) == [
+        "hooks.transformsDir: must not contain a NUL character"
+    ]
+    assert kit.load(hooks(transformsDir="real\x00")).hooks.enabled  # checked only when used, as #8
+
+
 def root_of(kit: Kit) -> Path:
     return kit.root / "hooks" / "transforms"
 
