@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from hookgate.channels.base import MAX_CHARS, DeliveryError, Envelope, SentCallback, split_text
+from hookgate.config.loader import DEFAULT_FILE_CHANNEL_PATH
 from hookgate.config.settings import ChannelSettings
 
-DEFAULT_FILE_PATH = "hookgate-deliveries.jsonl"  # relative to the working directory
 FILE_MODE = 0o600  # delivered texts are as private as the database that holds them
 
 
@@ -75,8 +75,8 @@ class FileAdapter:
 
     def __init__(self, cfg: ChannelSettings, *, clock: Callable[[], float] = time.time) -> None:
         self.cfg = cfg
-        path = cfg.options.get("path")
-        self.path = path if isinstance(path, str) and path else DEFAULT_FILE_PATH
+        path = cfg.options.get("path")  # absolute: the config resolves it, a default one too
+        self.path = path if isinstance(path, str) and path else os.path.abspath(DEFAULT_FILE_CHANNEL_PATH)
         self.clock = clock
         self._lock = asyncio.Lock()  # lines from concurrent deliveries never interleave
 

@@ -188,6 +188,7 @@ def _storage(
 
 
 _CHANNEL_COMMON = ("enabled", "defaultTo", "retry")
+DEFAULT_FILE_CHANNEL_PATH = "hookgate-deliveries.jsonl"  # channels.file without a path
 
 
 def _file_path(config_dir: str, raw: str, key: str, kind: str, errors: list[str]) -> str:
@@ -220,8 +221,9 @@ def _channels(
                     channel_secrets[f"{key}.{target}"] = secrets[f"channels.{cid}.{key}.{target}"]
             else:
                 options[key] = value
-        if cid == "file" and isinstance(options.get("path"), str):
-            options["path"] = _file_path(config_dir, options["path"], "channels.file.path", "a file", errors)
+        if cid == "file":  # relative to the config directory (model.md §10.2), the default name too
+            raw = options["path"] if isinstance(options.get("path"), str) else DEFAULT_FILE_CHANNEL_PATH
+            options["path"] = _file_path(config_dir, raw, "channels.file.path", "a file", errors)
         out.append(
             ChannelSettings(
                 id=cid,

@@ -526,7 +526,9 @@ def test_values_serve_could_not_use_are_config_errors(kit: Kit) -> None:
     assert kit.errors({"channels": {"file": {"path": "out\x00.jsonl"}}}) == [
         "channels.file.path: must not contain a NUL character"
     ]
-    assert kit.load({"channels": {"file": {"path": "out.jsonl"}}}).channels[0].options["path"].endswith("/out.jsonl")
+    assert kit.load({"channels": {"file": {"path": "out.jsonl"}}}).channels[0].options["path"] == str(kit.root / "out.jsonl")
+    # without a path: the default name, beside the config file too (it was the working directory's)
+    assert kit.load({"channels": {"file": {}}}).channels[0].options["path"] == str(kit.root / "hookgate-deliveries.jsonl")
     # lifetimes past what a timestamp holds (the worker's lease, idempotency records, retention)
     assert kit.errors({"storage": {"leaseSeconds": 1e16, "retention": {"runDays": 1e308}}}) == [
         "storage.leaseSeconds: must be at most 86400",
