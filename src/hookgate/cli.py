@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs_list = runs_sub.add_parser("list", parents=[common])
     runs_list.add_argument("--agent", type=normalize_agent_id)
     runs_list.add_argument("--kind", choices=["hook", "task", "heartbeat"])
-    runs_list.add_argument("--status", action="append", default=[])
+    runs_list.add_argument("--status", action="append", default=[], type=_run_status)
     runs_list.add_argument("--since", metavar="DURATION", type=_duration)
     runs_list.add_argument("--limit", type=_limit, default=50)
     runs_list.add_argument("--json", action="store_true")
@@ -95,9 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     flows = sub.add_parser("flows", parents=[common], help="inspect TaskFlows")
     flows_sub = flows.add_subparsers(dest="flows_command", metavar="list|show", required=True)
     flows_list = flows_sub.add_parser("list", parents=[common])
-    flows_list.add_argument("--session", metavar="KEY")
-    flows_list.add_argument("--route", metavar="ROUTE_ID")
-    flows_list.add_argument("--status", action="append", default=[])
+    owner = flows_list.add_mutually_exclusive_group()  # --route names a session too: one owner
+    owner.add_argument("--session", metavar="KEY")
+    owner.add_argument("--route", metavar="ROUTE_ID")
+    flows_list.add_argument("--status", action="append", default=[], type=_flow_status)
     flows_list.add_argument("--limit", type=_limit, default=50)
     flows_list.add_argument("--json", action="store_true")
     flows_show = flows_sub.add_parser("show", parents=[common])
@@ -151,6 +152,25 @@ def _duration(value: str) -> int:
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
+def _run_status(value: str) -> str:
+    from hookgate.store.base import RUN_STATUSES  # imported when used: `token generate` needs no store
+
+    return _one_of(value, RUN_STATUSES)
+
+
+def _flow_status(value: str) -> str:
+    from hookgate.flows.model import FLOW_STATUSES
+
+    return _one_of(value, FLOW_STATUSES)
+
+
+def _one_of(value: str, allowed: Sequence[str]) -> str:
+    """A status filter: a typo is a usage error (exit 2), not an empty list."""
+    if value not in allowed:
+        raise argparse.ArgumentTypeError(f"invalid status {value!r} (one of {', '.join(allowed)})")
+    return value
+
+
 def _load(args: argparse.Namespace) -> Settings:
     path = locate_config(args.config, os.environ, os.getcwd())
     return load_settings(path, os.environ, cwd=os.getcwd())
@@ -183,8 +203,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HookgateError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:  # `hookgate config show | head`: the reader left; no traceback for that
+        _quiet_stdout()
+        return EXIT_FAILED
     finally:
         obs_logging.flush()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's last flush would hit the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -193,8 +223,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     path = locate_config(args.config, os.environ, os.getcwd())
     cwd = os.getcwd()
     settings = load_settings(path, os.environ, cwd=cwd)
-    if path is None:
-        obs_logging.get_logger().warning("config.missing", message="no config file; starting with the empty config {}")
     return run_serve(settings, lambda: load_settings(path, os.environ, cwd=cwd), bind=args.bind, port=args.port,
                      worker=not args.no_worker)
 

@@ -269,3 +269,42 @@ def test_hooks_test_reports_an_unreadable_payload_and_sends_headers_as_utf8(tmp_
     r = hookgate(tmp_path, "hooks", "test", "x", "--payload", str(tmp_path / "p.json"), "--header", "X-A: 日本")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["action"]["text"] == "from " + "日本".encode().decode("latin-1")
+
+
+def test_usage_errors_of_the_list_commands(tmp_path: Path) -> None:
+    # a typo in a status filter is a usage error (exit 2), not an empty table
+    for command, status in (("runs", "bogus"), ("runs", "OK"), ("flows", "done")):
+        r = hookgate(tmp_path, command, "list", "--status", status)
+        assert r.returncode == 2 and f"invalid status '{status}'" in r.stderr, (command, r.stderr)
+    assert hookgate(tmp_path, "runs", "list", "--status", "timed_out").returncode == 0
+    assert hookgate(tmp_path, "flows", "list", "--status", "waiting").returncode == 0
+    # --route names a session too: both at once is one owner too many
+    r = hookgate(tmp_path, "flows", "list", "--session", "agent:main:main", "--route", "ci")
+    assert r.returncode == 2 and "not allowed with argument --session" in r.stderr
+
+
+def test_an_empty_or_directory_config_path_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "hookgate.json5").write_text("{}")
+    # `--config "$CFG"` with CFG unset must not fall through to ./hookgate.json5 or the empty config
+    r = hookgate(tmp_path, "--config", "", "config", "check")
+    assert r.returncode == 2 and "config file not found: " in r.stderr
+    r = hookgate(tmp_path, "--config", str(tmp_path), "config", "check")
+    assert r.returncode == 2 and f"config file is a directory: {tmp_path}" in r.stderr
+    # an empty variable counts as unset
+    r = hookgate(tmp_path, "config", "check", env={"HOOKGATE_CONFIG": ""})
+    assert r.returncode == 0 and f"config OK: {tmp_path / 'hookgate.json5'}" in r.stdout
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
+    # `hookgate config show | head -1`: the pipe closes before the command writes
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "hookgate.cli", "config", "show"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(60) == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

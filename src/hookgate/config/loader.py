@@ -45,11 +45,16 @@ _ENV_REF = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def locate_config(flag: str | None, environ: Mapping[str, str], cwd: str) -> str | None:
-    """``--config``, else ``HOOKGATE_CONFIG``, else ``./hookgate.json5``; ``None`` → the empty config."""
-    given = flag if flag else environ.get(CONFIG_ENV) or None
-    if given:
+    """``--config``, else ``HOOKGATE_CONFIG``, else ``./hookgate.json5``; ``None`` → the empty config.
+
+    A flag given empty (``--config "$UNSET"``) is a path that does not exist, not a missing flag: it
+    must not fall through to the empty config. An empty ``HOOKGATE_CONFIG`` counts as unset."""
+    given = flag if flag is not None else environ.get(CONFIG_ENV) or None
+    if given is not None:
         path = os.path.join(cwd, os.path.expanduser(given))
-        if not os.path.isfile(path):
+        if os.path.isdir(path) and given.strip():
+            raise ConfigError([f"config file is a directory: {given}"])
+        if not given.strip() or not os.path.isfile(path):
             raise ConfigError([f"config file not found: {given}"])
         return os.path.abspath(path)
     default = os.path.join(cwd, DEFAULT_CONFIG_NAME)
@@ -378,6 +383,8 @@ def load_settings(
         settings = settings_from_tree({}, None, base, env)
         return replace(settings, warnings=(NO_CONFIG_WARNING, *settings.warnings))
     abs_path = os.path.abspath(os.path.join(base, path))
+    if os.path.isdir(abs_path):
+        raise ConfigError([f"config file is a directory: {path}"])
     if not os.path.isfile(abs_path):
         raise ConfigError([f"config file not found: {path}"])
     return settings_from_tree(read_config_file(abs_path), abs_path, os.path.dirname(abs_path), env)

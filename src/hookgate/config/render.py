@@ -18,8 +18,9 @@ REDACTED = "[redacted]"
 _URL_USERINFO = re.compile(r"(://[^:/@\s]*:)(\S*)")
 _PORT_THEN_PATH = re.compile(r"\d+(?:[/?#]|$)")
 # in a URI's query a parameter ends at "&"; in a key=value DSN a value ends at whitespace (or is quoted)
-_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#\s]*)", re.IGNORECASE)
-_KV_PASSWORD = re.compile(r"(?<![?&])(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+# ``password`` and libpq's ``sslpassword`` (the passphrase of the client key)
+_QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)([^&#\s]*)", re.IGNORECASE)
+_KV_PASSWORD = re.compile(r"(?<![?&])(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
 def _mask_userinfo(match: re.Match[str]) -> str:

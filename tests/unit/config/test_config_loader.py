@@ -36,6 +36,18 @@ def test_locate_missing_paths(kit: Kit, tmp_path: Path) -> None:
         locate_config(None, {"HOOKGATE_CONFIG": "/no/such.json5"}, str(tmp_path))
     assert info.value.lines == ["config file not found: /no/such.json5"]
     assert locate_config(None, {}, str(tmp_path)) is None
+    # a flag given empty (--config "$UNSET") does not fall through to the next source or the empty config
+    kit.write("{}")
+    for flag in ("", " "):
+        with pytest.raises(ConfigError) as info:
+            locate_config(flag, {"HOOKGATE_CONFIG": "hookgate.json5"}, str(tmp_path))
+        assert info.value.lines == [f"config file not found: {flag}"]
+    # an empty variable counts as unset
+    assert locate_config(None, {"HOOKGATE_CONFIG": ""}, str(tmp_path)) == str(tmp_path / "hookgate.json5")
+    # a directory exists, but is no config file
+    with pytest.raises(ConfigError) as info:
+        locate_config(".", {}, str(tmp_path))
+    assert info.value.lines == ["config file is a directory: ."]
 
 
 def test_empty_config_defaults(kit: Kit, tmp_path: Path) -> None:

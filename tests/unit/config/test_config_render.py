@@ -136,6 +136,10 @@ def test_redacts_values_that_may_carry_credentials(kit: Kit) -> None:
         ("postgresql://u:pa@ss@h/db", "postgresql://u:***@h/db"),
         ("postgresql://u:p@s:w@h:5432/db?sslmode=require", "postgresql://u:***@h:5432/db?sslmode=require"),
         ("redis://:pw@h:6379/0 redis://:x@y", "redis://:***@h:6379/0 redis://:***@y"),
+        # libpq's sslpassword (the client key's passphrase), in a URI's query and in a key=value DSN
+        ("postgresql://u:PW7@h/d?sslpassword=PW8&sslmode=require",
+         "postgresql://u:***@h/d?sslpassword=***&sslmode=require"),
+        ("host=h sslpassword=PW8 password='a b' dbname=d", "host=h sslpassword=*** password=*** dbname=d"),
     ],
 )
 def test_mask_url_password(raw: str, masked: str) -> None:
