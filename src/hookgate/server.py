@@ -130,6 +130,8 @@ class Service:
         self._signals = 0
         self._worker_drain: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        # the config file as it was when last read (taken before each read): what the watch compares
+        self._read_stamp = _file_stamp(settings.config_path) if settings.config_path else None
 
     async def run(self) -> int:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
@@ -233,6 +235,9 @@ class Service:
             await self._reload(trigger)
 
     async def _reload(self, trigger: str) -> None:
+        if self.settings.config_path:
+            # before the read: an edit during it is seen by the watch as a change (one more reload)
+            self._read_stamp = _file_stamp(self.settings.config_path)
         try:
             new = await asyncio.to_thread(self.reload_settings)
         except Exception as exc:  # noqa: BLE001 - a defect too is logged, and the old config stays
@@ -330,26 +335,22 @@ class Service:
                 self.log.warning("store.error", operation="sweep", error=exc.message)
 
     async def _watch_config(self, path: str) -> None:
-        def stamp() -> tuple[float, int, int] | None:
-            try:
-                st = os.stat(path)
-            except OSError:
-                return None
-            return (st.st_mtime, st.st_size, st.st_ino)
-
-        # Runs always and reads gateway.reload.watch on every tick, so a reload can turn watching on or off.
-        last = stamp() if self.settings.gateway.reload_watch else None
+        """Runs always and reads gateway.reload.watch on every tick, so a reload can turn watching on
+        or off. It compares the file with the stamp of its last read (at start or by any reload, a
+        SIGHUP's too): a change made between the reload that turned watching on and the first tick
+        after it is a change, not the baseline."""
         while True:
             await asyncio.sleep(CONFIG_WATCH_SECONDS)
-            if not self.settings.gateway.reload_watch:
-                last = None
-                continue
-            current = stamp()
-            if last is None:
-                last = current  # watching just started: the file as it is now is the loaded one
-            elif current != last:
-                last = current
+            if self.settings.gateway.reload_watch and _file_stamp(path) != self._read_stamp:
                 await self.reload("watch")
+
+
+def _file_stamp(path: str) -> tuple[float, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime, st.st_size, st.st_ino)
 
 
 def _settle_heap() -> None:

@@ -323,6 +323,23 @@ def test_reload_watch_follows_the_file_and_can_be_turned_off(gateway_factory: Ga
         "watch", "signal"]
 
 
+def test_a_change_right_after_the_reload_that_turns_watching_on_is_seen(gateway_factory: GatewayFactory) -> None:
+    """The watch's baseline is the file as that reload read it, not as the first tick after it finds it."""
+    cfg = hooks_config()
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        cfg["gateway"] = {"reload": {"watch": True}}
+        gw.config_path.write_text(json.dumps(cfg))
+        gw.signal(signal.SIGHUP)
+        assert wait_for(lambda: any(e["event"] == "config.loaded" and e.get("trigger") == "signal"
+                                    for e in gw.flushed_log_events()))
+        cfg["hooks"]["path"] = "/soon"  # before the watch's next tick (every 2 s)
+        gw.config_path.write_text(json.dumps(cfg))
+        assert wait_for(lambda: c.post("/soon/wake", json={"text": "a"}, headers=AUTH).status_code == 200, timeout=6)
+    assert [e["trigger"] for e in gw.flushed_log_events() if e["event"] == "config.loaded" and "trigger" in e] == [
+        "signal", "watch"]
+
+
 def test_a_broken_log_pipe_loses_log_lines_not_answers(tmp_path: Path) -> None:
     """`hookgate serve 2>&1 | shipper` and the shipper dies: every committed effect still gets its 2xx."""
     (tmp_path / "hookgate.json5").write_text(json.dumps(hooks_config()))
