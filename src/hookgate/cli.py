@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from hookgate import __version__
-from hookgate.config.loader import load_settings, locate_config
+from hookgate.config.loader import load_settings, locate_config, valid_bind
 from hookgate.config.names import normalize_agent_id, normalize_channel_name
 from hookgate.config.render import redacted_effective, summary_line
 from hookgate.config.secrets import unresolved_secret_warnings
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", parents=[common], help="run the HTTP server and the embedded worker")
-    serve.add_argument("--bind", metavar="ADDR")
+    serve.add_argument("--bind", metavar="ADDR", type=_bind)
     serve.add_argument("--port", type=_port, metavar="N")
     serve.add_argument("--no-worker", action="store_true", help="HTTP only")
 
@@ -150,6 +150,13 @@ def _duration(value: str) -> int:
     if not match:
         raise argparse.ArgumentTypeError(f"invalid duration {value!r} (use e.g. 30s, 15m, 2h, 7d)")
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _bind(value: str) -> str:
+    """--bind gets gateway.bind's check: an IP address or a host name ("" would listen everywhere)."""
+    if not valid_bind(value):
+        raise argparse.ArgumentTypeError(f'invalid address "{value}" (an IP address or a host name)')
+    return value
 
 
 def _run_status(value: str) -> str:

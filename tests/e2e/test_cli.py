@@ -271,7 +271,7 @@ def test_hooks_test_reports_an_unreadable_payload_and_sends_headers_as_utf8(tmp_
     assert json.loads(r.stdout)["action"]["text"] == "from " + "日本".encode().decode("latin-1")
 
 
-def test_usage_errors_of_the_list_commands(tmp_path: Path) -> None:
+def test_usage_errors_of_the_list_commands_and_serve(tmp_path: Path) -> None:
     # a typo in a status filter is a usage error (exit 2), not an empty table
     for command, status in (("runs", "bogus"), ("runs", "OK"), ("flows", "done")):
         r = hookgate(tmp_path, command, "list", "--status", status)
@@ -281,6 +281,10 @@ def test_usage_errors_of_the_list_commands(tmp_path: Path) -> None:
     # --route names a session too: both at once is one owner too many
     r = hookgate(tmp_path, "flows", "list", "--session", "agent:main:main", "--route", "ci")
     assert r.returncode == 2 and "not allowed with argument --session" in r.stderr
+    # serve --bind gets gateway.bind's check ("" was ignored, a bad name failed later with exit 1)
+    for bind in ("", "bad host!", "http://h"):
+        r = hookgate(tmp_path, "serve", "--bind", bind, "--port", "0")
+        assert r.returncode == 2 and f'argument --bind: invalid address "{bind}"' in r.stderr, r.stderr
 
 
 def test_an_empty_or_directory_config_path_is_an_error(tmp_path: Path) -> None:

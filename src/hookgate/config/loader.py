@@ -115,7 +115,7 @@ def _json5_message(text: str) -> str:
 _HOST_NAME = re.compile(r"(?=.*[A-Za-z])[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
 
 
-def _valid_bind(bind: str) -> bool:
+def valid_bind(bind: str) -> bool:
     """An IP address or a host name: not "" (which listens on every interface), a URL or host:port."""
     try:
         ipaddress.ip_address(bind)
@@ -139,7 +139,7 @@ def _gateway(
             proxies.append(ipaddress.ip_network(raw.strip(), strict=False))
         except ValueError:
             errors.append(f'gateway.trustedProxies[{i}]: invalid IP address or CIDR "{raw}"')
-    if not _valid_bind(tree["bind"]):
+    if not valid_bind(tree["bind"]):
         errors.append(f'gateway.bind: invalid address "{tree["bind"]}" (an IP address or a host name)')
     hsts = tree["http"]["securityHeaders"].get("strictTransportSecurity")
     return GatewaySettings(
