@@ -131,7 +131,11 @@ class Num(Node):
             kind = "integer" if self.integer else "number"
             return ctx.type_error(path, kind, value)
         if self.integer and not isinstance(value, int):
-            return ctx.type_error(path, "integer", value)
+            # JSON5 has one number type: 1e6 and 1000000.0 are the integer 1000000, as for the
+            # JavaScript gateway whose files hookgate reads
+            if not (math.isfinite(value) and value.is_integer()):
+                return ctx.type_error(path, "integer", value)
+            value = int(value)
         if isinstance(value, float) and not math.isfinite(value):
             return ctx.error(path, "expected a finite number")
         if isinstance(value, int) and out_of_int64(value):

@@ -197,6 +197,16 @@ def test_type_errors(kit: Kit, tmp_path: Path) -> None:
     ]
 
 
+def test_an_integral_number_is_an_integer(kit: Kit) -> None:
+    # JSON5 has one number type: 1e6 and 8080.0 are integers, as for the JavaScript gateway's files
+    s = kit.load("{hooks: {enabled: true, token: 't', maxBodyBytes: 1e6}, gateway: {port: 8080.0}}")
+    assert s.hooks.max_body_bytes == 1_000_000 and type(s.hooks.max_body_bytes) is int
+    assert s.gateway.port == 8080 and type(s.gateway.port) is int
+    assert s.effective["hooks"]["maxBodyBytes"] == 1_000_000 and type(s.effective["hooks"]["maxBodyBytes"]) is int
+    assert kit.errors({"gateway": {"port": 1e300}}) == ["gateway.port: integer out of range"]
+    assert kit.errors({"gateway": {"port": 8080.5}}) == ["gateway.port: expected integer, got number"]
+
+
 @pytest.mark.parametrize(
     ("key", "bad", "good"),
     [
