@@ -233,13 +233,11 @@ def wrap_external(
     """The wrapped prompt of hooks.md §7.2, byte for byte (no trailing newline).
 
     ``received`` is an already formatted envelope time. ``name`` gets the system-tag sanitiser (§7.2)
-    and, because run names and task labels come from requests (or a template over a payload) and
-    stand above the notice, outside the markers, also both steps of §7.4 — so the result holds exactly
-    one real start marker and one real end marker — and its line breaks become spaces: the first line
-    stays the one line the layout draws, and a name cannot add lines of its own above the notice.
+    and, because run names and task labels come from requests too, the marker replacement of §7.4, so
+    the result holds exactly one real start marker and one real end marker.
     """
     marker = new_marker_id() if marker_id is None else marker_id
-    safe_name = " ".join(sanitize_external(sanitize_system_text(name)).splitlines())
+    safe_name = replace_spoofed_markers(sanitize_system_text(name))
     return (
         f"Task: {safe_name} | Job ID: {job_id} | Received: {received}\n"
         "\n"
