@@ -95,9 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     flows = sub.add_parser("flows", parents=[common], help="inspect TaskFlows")
     flows_sub = flows.add_subparsers(dest="flows_command", metavar="list|show", required=True)
     flows_list = flows_sub.add_parser("list", parents=[common])
-    owner = flows_list.add_mutually_exclusive_group()  # --route names a session too: one owner
-    owner.add_argument("--session", metavar="KEY")
-    owner.add_argument("--route", metavar="ROUTE_ID")
+    flows_list.add_argument("--session", metavar="KEY")
+    flows_list.add_argument("--route", metavar="ROUTE_ID")  # both: flows of that session, if it is the route's
     flows_list.add_argument("--status", action="append", default=[], type=_flow_status)
     flows_list.add_argument("--limit", type=_limit, default=50)
     flows_list.add_argument("--json", action="store_true")
@@ -210,11 +209,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HookgateError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
-    except BrokenPipeError:  # `hookgate config show | head`: the reader left; no traceback for that
-        _quiet_stdout()
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # another pipe or socket broke: that is an error worth its traceback
+        _quiet_stdout()  # `hookgate config show | head`: the reader left; no traceback for that
         return EXIT_FAILED
     finally:
         obs_logging.flush()
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports POLLERR on its write end)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 def _quiet_stdout() -> None:
@@ -225,13 +239,14 @@ def _quiet_stdout() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from hookgate.server import run_serve
+    from hookgate.server import file_stamp, run_serve
 
     path = locate_config(args.config, os.environ, os.getcwd())
     cwd = os.getcwd()
+    stamp = file_stamp(path) if path else None  # before the read: the watch's first baseline
     settings = load_settings(path, os.environ, cwd=cwd)
     return run_serve(settings, lambda: load_settings(path, os.environ, cwd=cwd), bind=args.bind, port=args.port,
-                     worker=not args.no_worker)
+                     worker=not args.no_worker, read_stamp=stamp)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -491,14 +506,17 @@ def cmd_flows(args: argparse.Namespace) -> int:
                      "tasks": [task_view(t) for t in tasks], "summary": summary(tasks)}
             print(json.dumps(shown, indent=2, ensure_ascii=False))
             return EXIT_OK
-        owner = args.session.strip().lower() if args.session else None
+        owners = {args.session.strip().lower()} if args.session else set()
         if args.route:
             route = next((r for r in settings.webhooks.routes if r.id == args.route), None)
             if route is None:
                 print(f"route {args.route} not found", file=sys.stderr)
                 return EXIT_FAILED
-            owner = route.session_key
-        flows = await store.flow_read(lambda tx: tx.admin_list_flows(owner, tuple(args.status), args.limit))
+            owners.add(route.session_key)
+        flows: list[Any] = []  # --session and --route combine: no flow has two owners
+        if len(owners) <= 1:
+            owner = next(iter(owners), None)
+            flows = await store.flow_read(lambda tx: tx.admin_list_flows(owner, tuple(args.status), args.limit))
         if args.json:
             print(json.dumps([flow_view(f) for f in flows], indent=2, ensure_ascii=False))
             return EXIT_OK

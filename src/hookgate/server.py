@@ -114,7 +114,8 @@ class Service:
     """One running gateway process: HTTP edge plus its background tasks."""
 
     def __init__(self, settings: Settings, reload_settings: Callable[[], Settings], *, bind: str | None,
-                 port: int | None, out: IO[str], clock: Clock | None = None, worker: bool = True) -> None:
+                 port: int | None, out: IO[str], clock: Clock | None = None, worker: bool = True,
+                 read_stamp: FileStamp | None = None) -> None:
         self.with_worker = worker
         self.worker: Worker | None = None
         self.settings = settings
@@ -131,7 +132,9 @@ class Service:
         self._worker_drain: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         # the config file as it was when last read (taken before each read): what the watch compares
-        self._read_stamp = _file_stamp(settings.config_path) if settings.config_path else None
+        self._read_stamp = read_stamp
+        if read_stamp is None and settings.config_path:
+            self._read_stamp = file_stamp(settings.config_path)
 
     async def run(self) -> int:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL)
@@ -237,7 +240,7 @@ class Service:
     async def _reload(self, trigger: str) -> None:
         if self.settings.config_path:
             # before the read: an edit during it is seen by the watch as a change (one more reload)
-            self._read_stamp = _file_stamp(self.settings.config_path)
+            self._read_stamp = file_stamp(self.settings.config_path)
         try:
             new = await asyncio.to_thread(self.reload_settings)
         except Exception as exc:  # noqa: BLE001 - a defect too is logged, and the old config stays
@@ -341,11 +344,18 @@ class Service:
         after it is a change, not the baseline."""
         while True:
             await asyncio.sleep(CONFIG_WATCH_SECONDS)
-            if self.settings.gateway.reload_watch and _file_stamp(path) != self._read_stamp:
-                await self.reload("watch")
+            if self.settings.gateway.reload_watch and file_stamp(path) != self._read_stamp:
+                async with self._reload_lock:
+                    # a SIGHUP's reload may have read this change meanwhile: no second reload for it
+                    if file_stamp(path) != self._read_stamp:
+                        await self._reload("watch")
 
 
-def _file_stamp(path: str) -> tuple[float, int, int] | None:
+FileStamp = tuple[float, int, int]
+
+
+def file_stamp(path: str) -> FileStamp | None:
+    """The file's (mtime, size, inode), or ``None`` when it cannot be read."""
     try:
         st = os.stat(path)
     except OSError:
@@ -364,11 +374,13 @@ def _settle_heap() -> None:
 
 
 def run_serve(settings: Settings, reload_settings: Callable[[], Settings], *, bind: str | None, port: int | None,
-              worker: bool = True) -> int:
-    """Run the gateway until SIGTERM/SIGINT; returns the exit status."""
+              worker: bool = True, read_stamp: FileStamp | None = None) -> int:
+    """Run the gateway until SIGTERM/SIGINT; returns the exit status. ``read_stamp``: the config
+    file's stamp taken before ``settings`` were read from it."""
     import uvloop
 
-    service = Service(settings, reload_settings, bind=bind, port=port, out=sys.stdout, worker=worker)
+    service = Service(settings, reload_settings, bind=bind, port=port, out=sys.stdout, worker=worker,
+                      read_stamp=read_stamp)
     return uvloop.run(service.run())
 
 

@@ -215,6 +215,10 @@ def test_flows_list_and_show(tmp_path: Path) -> None:
     assert len(hookgate(tmp_path, "flows", "list", "--session", "AGENT:MAIN:MAIN").stdout.splitlines()) == 2
     assert len(hookgate(tmp_path, "flows", "list", "--status", "waiting").stdout.splitlines()) == 2
     assert hookgate(tmp_path, "flows", "list", "--route", "nope").returncode == 1
+    # --session and --route combine (operations.md §1.4 lists both): the same session, or no flow
+    assert hookgate(tmp_path, "flows", "list", "--route", "ci", "--session", " Agent:Ops:Main ").stdout.splitlines() \
+        == only_ci
+    assert len(hookgate(tmp_path, "flows", "list", "--route", "ci", "--session", "agent:main:main").stdout.splitlines()) == 1
     shown = json.loads(hookgate(tmp_path, "flows", "show", flow_id).stdout)
     assert list(shown) == ["flow", "tasks", "summary"]
     assert shown["flow"]["ownerKey"] == "agent:ops:main" and shown["flow"]["flowId"] == flow_id
@@ -278,9 +282,6 @@ def test_usage_errors_of_the_list_commands_and_serve(tmp_path: Path) -> None:
         assert r.returncode == 2 and f"invalid status '{status}'" in r.stderr, (command, r.stderr)
     assert hookgate(tmp_path, "runs", "list", "--status", "timed_out").returncode == 0
     assert hookgate(tmp_path, "flows", "list", "--status", "waiting").returncode == 0
-    # --route names a session too: both at once is one owner too many
-    r = hookgate(tmp_path, "flows", "list", "--session", "agent:main:main", "--route", "ci")
-    assert r.returncode == 2 and "not allowed with argument --session" in r.stderr
     # serve --bind gets gateway.bind's check ("" was ignored, a bad name failed later with exit 1)
     for bind in ("", "bad host!", "http://h"):
         r = hookgate(tmp_path, "serve", "--bind", bind, "--port", "0")

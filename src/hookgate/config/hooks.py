@@ -160,10 +160,9 @@ def _transforms(
         if raw.get("transform") is not None:
             modules[m.index] = module if isinstance(module, str) else ""
     bad: set[int] = set()
-    if isinstance(raw_dir, str) and "\x00" in raw_dir:  # no directory has one: every use would fail
-        if needs_checks:
-            ctx.errors.append("hooks.transformsDir: must not contain a NUL character")
-        return root, explicit
+    nul_dir = isinstance(raw_dir, str) and "\x00" in raw_dir  # no directory has one: every use would fail
+    if nul_dir and needs_checks:
+        ctx.errors.append("hooks.transformsDir: must not contain a NUL character")
     for i, module in modules.items():
         if "\x00" in module:
             ctx.errors.append(f"hooks.mappings[{i}].transform.module: must not contain a NUL character")
@@ -179,6 +178,8 @@ def _transforms(
                 f"hooks.mappings[{i}].transform.module: only Python (.py) transforms are supported"
             )
             bad.add(i)
+    if nul_dir:  # the modules' own checks above still ran: every error is reported at once
+        return root, explicit
     try:
         transforms_dir = check_contained(root, raw_dir or "", kind="transformsDir")
     except ContainmentError as exc:

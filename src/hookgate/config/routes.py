@@ -166,12 +166,12 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
         if not ROUTE_ID_PATTERN.match(route_id):
             ctx.errors.append(f"{r}: invalid route id (expected ^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}$)")
             continue
-        if route_id in ids:  # two keys equal once trimmed (" a " and "a"): one id, one controller
+        if route["enabled"] is not True:
+            continue
+        if route_id in ids:  # two active keys equal once trimmed (" a " and "a"): one id, one controller
             ctx.errors.append(f'{r}: duplicate route id "{route_id}" (also {ROUTES_PATH}.{ids[route_id]}; ids are trimmed)')
             continue
         ids[route_id] = raw_id
-        if route["enabled"] is not True:
-            continue
         agent_id = _check_route(r, route, ctx)
         path = normalize_route_path(route["path"])
         folded = path.casefold()

@@ -431,6 +431,17 @@ def test_child_session_guard(gw: RunningGateway, api: Api) -> None:
     assert api.result("get_task_summary", flowId=flow_id)["summary"]["total"] == 4
 
 
+def test_a_child_key_with_an_empty_rest_names_no_agent(gw: RunningGateway, api: Api) -> None:
+    """`agent:main:` is no agent session (hooks.md §5.3: a non-empty rest): its task's agentId comes
+    from the owner key, and the child session is recorded for the same agent (the route's), not main."""
+    flow = api.create()
+    task = api.run_task(flow["flowId"], childSessionKey="agent:main:")["task"]
+    assert task["agentId"] == "ops"
+    with db(gw) as conn:
+        row = conn.execute("SELECT agent_id, spawned_by FROM sessions WHERE key = 'agent:main:'").fetchone()
+    assert row == ("ops", "agent:ops:main")
+
+
 def test_child_session_guard_knows_every_configured_agents_main_session(tmp_path: Any) -> None:
     """webhooks.md §4.13 names "another agent's main session" as a key to refuse. On a fresh store
     nothing has recorded agent:main:main yet (no wake, summary or notification), and it was accepted

@@ -287,6 +287,9 @@ def test_route_errors(kit: Kit) -> None:
 def test_route_ids_equal_once_trimmed_are_one_id(kit: Kit) -> None:
     cfg = routes({"a": {"sessionKey": "s", "secret": "x"}, " a ": {"sessionKey": "s", "secret": "y", "path": "/other"}})
     assert kit.errors(cfg) == [f'{R}. a : duplicate route id "a" (also {R}.a; ids are trimmed)']
+    # a disabled key is no route: a stale one beside the active route still loads
+    cfg = routes({"a": {"sessionKey": "s", "secret": "x"}, " a ": {"sessionKey": "s", "secret": "y", "enabled": False}})
+    assert [r.id for r in kit.load(cfg).webhooks.routes] == ["a"]
 
 
 def test_route_auth_settings(kit: Kit) -> None:

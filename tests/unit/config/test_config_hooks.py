@@ -125,6 +125,12 @@ def test_nul_in_a_transform_path(kit: Kit) -> None:
         "hooks.transformsDir: must not contain a NUL character"
     ]
     assert kit.load(hooks(transformsDir="real\x00")).hooks.enabled  # checked only when used, as #8
+    # the modules' own errors are still reported beside it
+    assert kit.errors(hooks(transformsDir="x\x00", mappings=[{"transform": {"module": "/abs.js"}}])) == [
+        "hooks.transformsDir: must not contain a NUL character",
+        "hooks.mappings[0].transform.module: module must be a safe relative path (no absolute paths)",
+        "hooks.mappings[0].transform.module: only Python (.py) transforms are supported",
+    ]
 
 
 def root_of(kit: Kit) -> Path:
