@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -94,11 +94,49 @@ def read_config_file(path: str) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"{path}: cannot read config file: {exc}"]) from None
     try:
-        return json5.loads(text)
+        return json5.loads(text, object_pairs_hook=_object)
     except ValueError as exc:
         raise ConfigError([f"{path}: invalid JSON5: {_json5_message(str(exc))}"]) from None
     except RecursionError:  # json5's parser recurses a few frames per level: ~60 levels exhaust it
         raise ConfigError([f"{path}: invalid JSON5: nested too deeply"]) from None
+
+
+class _Repeated(dict[str, Any]):
+    """An object of the file in which a key appears more than once (the last value is kept, as
+    JSON5 itself and the JavaScript gateway keep it): ``duplicate_key_warnings`` names them."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def _object(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    pairs = list(items)
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    twice: dict[str, None] = {}  # in file order, each once
+    for key, _ in pairs:
+        if key in seen:
+            twice[key] = None
+        seen.add(key)
+    repeated = _Repeated(obj)
+    repeated.repeated = tuple(twice)
+    return repeated
+
+
+def duplicate_key_warnings(value: Any, path: str = "") -> list[str]:
+    """``<path>: key "<k>" appears more than once; the last value is used`` for each repeated key, in
+    file order: a second ``hooks: {…}`` section silently replaced the first."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        for key in getattr(value, "repeated", ()):
+            out.append(f'{path or "(top level)"}: key "{key}" appears more than once; the last value is used')
+        for key, item in value.items():
+            out.extend(duplicate_key_warnings(item, join(path, str(key))))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out.extend(duplicate_key_warnings(item, f"{path}[{i}]"))
+    return out
 
 
 _JSON5_POSITION = re.compile(r"<string>:(\d+) (.*) at column (\d+)", re.DOTALL)
@@ -387,4 +425,11 @@ def load_settings(
         raise ConfigError([f"config file is a directory: {path}"])
     if not os.path.isfile(abs_path):
         raise ConfigError([f"config file not found: {path}"])
-    return settings_from_tree(read_config_file(abs_path), abs_path, os.path.dirname(abs_path), env)
+    tree = read_config_file(abs_path)
+    repeated = tuple(duplicate_key_warnings(tree))
+    try:
+        settings = settings_from_tree(tree, abs_path, os.path.dirname(abs_path), env)
+    except ConfigError as exc:
+        exc.warnings = (*repeated, *exc.warnings)
+        raise
+    return replace(settings, warnings=(*repeated, *settings.warnings)) if repeated else settings

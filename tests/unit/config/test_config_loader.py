@@ -197,6 +197,25 @@ def test_type_errors(kit: Kit, tmp_path: Path) -> None:
     ]
 
 
+def test_a_repeated_key_is_a_warning_and_the_last_value_wins(kit: Kit) -> None:
+    # as in JSON5 and the JavaScript gateway the last value wins, but a second `gateway: {…}` section
+    # silently dropping the first is worth saying, with the object's path
+    s = kit.load('{gateway: {port: 1}, hooks: {enabled: true, token: "t", path: "/a", path: "/b"},'
+                 ' gateway: {bind: "::1"}, agents: {list: [{id: "x", id: "y"}]}}')
+    assert s.warnings[:3] == (
+        '(top level): key "gateway" appears more than once; the last value is used',
+        'hooks: key "path" appears more than once; the last value is used',
+        'agents.list[0]: key "id" appears more than once; the last value is used',
+    )
+    assert s.gateway.port == 18789 and s.gateway.bind == "::1" and s.hooks.base_path == "/b"
+    assert [a.id for a in s.agents.agents] == ["y"]
+    # beside errors too: config check prints both
+    with pytest.raises(ConfigError) as info:
+        kit.load('{gateway: {port: "x"}, gateway: {port: "y"}}')
+    assert info.value.lines == ["gateway.port: expected integer, got string"]
+    assert info.value.warnings[0] == '(top level): key "gateway" appears more than once; the last value is used'
+
+
 def test_an_integral_number_is_an_integer(kit: Kit) -> None:
     # JSON5 has one number type: 1e6 and 8080.0 are integers, as for the JavaScript gateway's files
     s = kit.load("{hooks: {enabled: true, token: 't', maxBodyBytes: 1e6}, gateway: {port: 8080.0}}")
