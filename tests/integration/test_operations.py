@@ -113,6 +113,25 @@ def test_trusted_proxy_client_ip_keys_the_throttle(gateway_factory: GatewayFacto
     assert {e["client_ip"] for e in lines} == {"198.51.100.1"}
 
 
+def test_a_reload_that_changes_the_throttle_keeps_its_lockouts(gateway_factory: GatewayFactory) -> None:
+    """A client locked out stays locked out across a SIGHUP that changes hooks.authThrottle (the
+    lockout ends when it was due to); its later failures count against the new limits."""
+    cfg = hooks_config(authThrottle={"maxFailures": 2, "windowSeconds": 60, "lockoutSeconds": 60})
+    gw = gateway_factory(cfg)
+    wrong = {"Authorization": "Bearer wrong"}
+    with gw.client() as c:
+        for _ in range(2):
+            c.post("/hooks/wake", json={}, headers=wrong)
+        assert c.post("/hooks/wake", json={}, headers=wrong).status_code == 429
+        cfg["hooks"]["authThrottle"] = {"maxFailures": 5, "windowSeconds": 60, "lockoutSeconds": 30}
+        gw.config_path.write_text(json.dumps(cfg))
+        gw.signal(signal.SIGHUP)
+        assert wait_for(lambda: any(e["event"] == "config.loaded" and e.get("trigger") == "signal"
+                                    for e in gw.flushed_log_events()))
+        r = c.post("/hooks/wake", json={}, headers=wrong)
+        assert r.status_code == 429 and 50 <= int(r.headers["retry-after"]) <= 60
+
+
 def test_logs_never_contain_tokens_or_bodies(gateway: RunningGateway) -> None:
     with gateway.client() as c:
         c.post("/hooks/wake", json={"text": "TOP-SECRET-WAKE-TEXT"}, headers=AUTH)

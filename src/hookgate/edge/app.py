@@ -69,8 +69,10 @@ class Gateway:
         gw_token = settings.gateway.auth_token
         self.metrics_token = gw_token.encode("utf-8") if gw_token else b""
         old = getattr(self, "throttle", None)
-        if old is None or old.settings != settings.hooks.auth_throttle:
+        if old is None:
             self.throttle = AuthThrottle(settings.hooks.auth_throttle, self.clock)
+        else:  # new limits apply from now on; a reload forgives no client's failures or lockout
+            old.settings = settings.hooks.auth_throttle
         self.responder = Responder(settings.gateway.strict_transport_security)
         self.hooks_enabled = settings.hooks.enabled
         self.base_path = settings.hooks.base_path
