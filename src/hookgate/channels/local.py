@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from hookgate.channels.base import MAX_CHARS, DeliveryError, Envelope, SentCallback, split_text
-from hookgate.config.loader import DEFAULT_FILE_CHANNEL_PATH
+from hookgate.config.names import DEFAULT_FILE_CHANNEL_PATH
 from hookgate.config.settings import ChannelSettings
 
 FILE_MODE = 0o600  # delivered texts are as private as the database that holds them

@@ -19,6 +19,7 @@ import json5
 from hookgate.config.agents import build_agents
 from hookgate.config.hooks import HooksContext, build_hooks
 from hookgate.config.modelrefs import names_no_model
+from hookgate.config.names import DEFAULT_FILE_CHANNEL_PATH
 from hookgate.config.paths import resolve_config_path
 from hookgate.config.render import config_hash
 from hookgate.config.routes import RoutesContext, build_webhooks
@@ -231,7 +232,6 @@ def _storage(
 
 
 _CHANNEL_COMMON = ("enabled", "defaultTo", "retry")
-DEFAULT_FILE_CHANNEL_PATH = "hookgate-deliveries.jsonl"  # channels.file without a path
 
 
 def _file_path(config_dir: str, raw: str, key: str, kind: str, errors: list[str]) -> str:

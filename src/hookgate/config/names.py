@@ -17,6 +17,7 @@ _PLACEHOLDER = re.compile(r"\{\{[^}]+\}\}")
 
 DEFAULT_AGENT_ID = "main"
 DEFAULT_HOOKS_PATH = "/hooks"
+DEFAULT_FILE_CHANNEL_PATH = "hookgate-deliveries.jsonl"  # channels.file without a path, beside the config file
 ROUTE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 RESERVED_PATHS: tuple[str, ...] = ("/healthz", "/health", "/readyz", "/ready", "/metrics")
 
