@@ -121,13 +121,14 @@ def _quoted_forms(text: str, message: str) -> list[str]:
     forms = [head]
     if "\\" in message:
         source = head[:ECHO_SCAN_CHARS]
-        for ascii_only in (False, True):
-            once = json.dumps(source, ensure_ascii=ascii_only)[1:-1]
-            forms += [once, json.dumps(once[:ECHO_SCAN_CHARS], ensure_ascii=ascii_only)[1:-1]]
+        escaped = json.dumps(source, ensure_ascii=False)[1:-1]  # non-ASCII as it is
+        ascii_escaped = json.dumps(source)[1:-1]  # non-ASCII as \\uXXXX
+        forms += [escaped, json.dumps(escaped[:ECHO_SCAN_CHARS], ensure_ascii=False)[1:-1],
+                  ascii_escaped, json.dumps(ascii_escaped[:ECHO_SCAN_CHARS])[1:-1]]
         if "<" in source or ">" in source or "&" in source:
-            forms.append(forms[1].replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+            forms.append(escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
         if "/" in source:
-            forms.append(forms[1].replace("/", "\\/"))
+            forms.append(escaped.replace("/", "\\/"))
     flat = [clean_text(form[: 2 * ECHO_SCAN_CHARS], limit=ECHO_SCAN_CHARS) for form in forms]
     return list(dict.fromkeys(flat))  # the same form once (a text with nothing to escape)
 

@@ -52,14 +52,21 @@ def locate_config(flag: str | None, environ: Mapping[str, str], cwd: str) -> str
     must not fall through to the empty config. An empty ``HOOKGATE_CONFIG`` counts as unset."""
     given = flag if flag is not None else environ.get(CONFIG_ENV) or None
     if given is not None:
-        path = os.path.join(cwd, os.path.expanduser(given))
-        if os.path.isdir(path) and given.strip():
-            raise ConfigError([f"config file is a directory: {given}"])
-        if not given.strip() or not os.path.isfile(path):
+        if not given.strip():
             raise ConfigError([f"config file not found: {given}"])
-        return os.path.abspath(path)
+        path = os.path.abspath(os.path.join(cwd, os.path.expanduser(given)))
+        _check_config_file(path, given)
+        return path
     default = os.path.join(cwd, DEFAULT_CONFIG_NAME)
     return os.path.abspath(default) if os.path.isfile(default) else None
+
+
+def _check_config_file(abs_path: str, shown: str) -> None:
+    """A config path that is no readable file is a startup error (README §4), named as given."""
+    if os.path.isdir(abs_path):
+        raise ConfigError([f"config file is a directory: {shown}"])
+    if not os.path.isfile(abs_path):
+        raise ConfigError([f"config file not found: {shown}"])
 
 
 def substitute_env(value: Any, path: str, environ: Mapping[str, str], errors: list[str]) -> Any:
@@ -421,10 +428,7 @@ def load_settings(
         settings = settings_from_tree({}, None, base, env)
         return replace(settings, warnings=(NO_CONFIG_WARNING, *settings.warnings))
     abs_path = os.path.abspath(os.path.join(base, path))
-    if os.path.isdir(abs_path):
-        raise ConfigError([f"config file is a directory: {path}"])
-    if not os.path.isfile(abs_path):
-        raise ConfigError([f"config file not found: {path}"])
+    _check_config_file(abs_path, path)
     tree = read_config_file(abs_path)
     repeated = tuple(duplicate_key_warnings(tree))
     try:
