@@ -142,3 +142,23 @@ def test_access_line_has_the_body_size_and_hash_when_answered_before_the_body_wa
     line = _access_line(gw, "no-body")
     assert (line.get("body_bytes"), line.get("body_sha256")) == (0, hashlib.sha256(b"").hexdigest()[:16]), line
     assert "not logged" not in gw.stderr()
+
+
+def test_a_requested_model_is_logged_as_sanitised_free_text(gateway_factory: GatewayFactory) -> None:
+    # hooks.md §5.2: `model` is any non-empty string of the request; operations.md §2: `run.finished`
+    # carries the model, and "Free-text values that are logged … are sanitised: control characters →
+    # space, whitespace collapsed, cut to 500 characters." (The echo runtime serves any model.)
+    cfg = hooks_config()
+    cfg["agents"]["defaults"] = {"runtime": {"kind": "echo"}}
+    gw = gateway_factory(cfg)
+    model = "probe\x1b[2J\x07model" + "m" * 2000
+    with gw.client() as c:
+        r = c.post("/hooks/agent", json={"message": "hi", "model": model}, headers=AUTH)
+        assert r.status_code == 200
+    run_id = r.json()["runId"]
+    line = wait_for(lambda: [e for e in gw.flushed_log_events()
+                             if e["event"] == "run.finished" and e.get("run_id") == run_id], timeout=10)[0]
+    logged = line["model"]
+    assert isinstance(logged, str) and "probe" in logged and "model" in logged, line
+    assert not (set(logged) & CONTROL), f"control characters logged in run.finished model: {logged!r}"
+    assert len(logged) <= 500, len(logged)

@@ -16,6 +16,7 @@ from hookgate.config.settings import AgentSettings, Settings
 from hookgate.flows.model import CANCELLED_BY_OPERATOR, Task, is_terminal
 from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.rules import Retention, RunEnd, apply_run_ended, apply_run_started, may_settle, settle
+from hookgate.obs.logging import clean_text
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.delivery import deliver_reply
 from hookgate.runtime.ports import RuntimeTx
@@ -111,8 +112,9 @@ async def execute_run(ctx: RunContext, run_id: str) -> None:
     agent = agent_of(ctx.settings, run.agent_id)
     ctx.metrics.runs.labels(run.kind, result.status).inc()
     ctx.metrics.run_duration.labels(run.kind, str(agent.runtime.get("kind", "echo"))).observe(elapsed)
+    # the model may be a request's `model` field: logged as free text (operations.md §2)
     ctx.log.info("run.finished", **known, status=result.status, duration_ms=round(elapsed * 1000, 1),
-                 model=result.model, wrap=run.inputs.get("wrap"))
+                 model=clean_text(result.model) if result.model else result.model, wrap=run.inputs.get("wrap"))
 
 
 def run_log_fields(run: RunRecord) -> dict[str, Any]:
