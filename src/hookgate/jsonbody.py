@@ -1,4 +1,4 @@
-"""JSON request bodies: a nesting limit and the int64 range, checked without recursion.
+"""JSON request bodies: a nesting limit and the int64 range, checked without recursion; lone surrogates.
 
 RFC 8259 §9 lets a parser limit the depth of nesting. msgspec's own limit is CPython's recursion
 limit, less the frames already on the stack: a body that decodes in one place may then fail to
@@ -9,6 +9,7 @@ such a value hits ``RecursionError``. So both surfaces refuse bodies nested deep
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -33,6 +34,11 @@ def decode(decoder: msgspec.json.Decoder[Any], data: bytes | str) -> Any:
         value = decoder.decode(data)
     except RecursionError:  # deeper than msgspec can go at this stack depth
         raise NestingTooDeep from None
+    except msgspec.DecodeError:
+        mended = replace_lone_surrogates(data)
+        if mended is None:
+            raise
+        return decode(decoder, mended)
     if isinstance(data, bytes):
         brackets = data.count(b"[") + data.count(b"{")
     else:
@@ -72,3 +78,58 @@ def out_of_int64(value: Any) -> bool:
         elif isinstance(item, int) and not isinstance(item, bool) and not _INT64_MIN <= item <= _INT64_MAX:
             return True
     return False
+
+
+_ESCAPE_B = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+_ESCAPE_S = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+_SURROGATE_B = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_S = re.compile(r"\\u[dD][89a-fA-F]")
+_HIGH, _LOW = range(0xD800, 0xDC00), range(0xDC00, 0xE000)
+
+
+def replace_lone_surrogates(data: bytes | str) -> bytes | str | None:
+    """``data`` with every ``\\uXXXX`` escape of an unpaired UTF-16 surrogate replaced by ``\\ufffd``,
+    or ``None`` when it has none.
+
+    JSON's grammar admits such escapes (RFC 8259 §8.2: a string holding one is valid JSON whose
+    meaning is unpredictable), and JavaScript's ``JSON.stringify`` writes one for a string cut inside
+    a surrogate pair (an emoji halved by ``slice``): automation built in JavaScript sends them, and a
+    JavaScript gateway takes them. msgspec refuses them (``Input data was truncated``), and no store
+    can hold one as UTF-8. So a body that fails to decode is given a second chance with each lone
+    surrogate as U+FFFD, what an UTF-8 encoder writes for it (WHATWG ``TextEncoder``). Escapes are
+    matched from the left, one after the other, so ``\\\\ud800`` (an escaped backslash, then text) is
+    no escape. The replacement has the escape's length: msgspec's byte offsets still hold."""
+    if isinstance(data, bytes):
+        if not _SURROGATE_B.search(data):
+            return None
+        escapes, fffd = _ESCAPE_B.finditer(data), b"\\ufffd"
+    else:
+        if not _SURROGATE_S.search(data):
+            return None
+        escapes, fffd = _ESCAPE_S.finditer(data), "\\ufffd"  # type: ignore[assignment]
+    lone: list[int] = []  # start offsets of unpaired surrogate escapes
+    high: int | None = None  # start of a high surrogate escape waiting for its low half
+    high_end = -1
+    for m in escapes:
+        code = int(m.group(1), 16) if m.group(1) is not None else -1
+        if code in _LOW and high is not None and high_end == m.start():
+            high = None  # a pair
+            continue
+        if high is not None:
+            lone.append(high)
+            high = None
+        if code in _HIGH:
+            high, high_end = m.start(), m.end()
+        elif code in _LOW:
+            lone.append(m.start())
+    if high is not None:
+        lone.append(high)
+    if not lone:
+        return None
+    parts: list[Any] = []
+    last = 0
+    for start in lone:
+        parts += (data[last:start], fffd)
+        last = start + 6
+    parts.append(data[last:])
+    return fffd[:0].join(parts)

@@ -46,3 +46,31 @@ def test_int64_range_at_any_depth() -> None:
     assert jsonbody.out_of_int64(deep_bad)
     assert not jsonbody.out_of_int64([True, False, -(2**63), 1.5e300])
     assert jsonbody.out_of_int64({"a": [1, {"b": 2**63}]})
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (b'"a\\ud83d"', "a\ufffd"),                       # a high half at the end
+    (b'"\\ud83d\\ude00"', "\U0001f600"),              # a pair is the character (decoded at once)
+    (b'"\\udc00x\\ud800\\ud800\\udc00"', "\ufffdx\ufffd\U00010000"),  # lone low, lone high, pair
+    (b'"\\ud800\\u0041"', "\ufffdA"),                 # a high half before another escape
+    (b'"\\ud800\\n"', "\ufffd\n"),
+    (b'"\\\\ud800 \\uD800"', "\\ud800 \ufffd"),   # an escaped backslash, then text; upper-case hex
+    (b'{"\\udfff":1}', {"\ufffd": 1}),                # in a key
+    ('"\\ud800"', "\ufffd"),                          # str input
+])
+def test_lone_surrogate_escapes_decode_as_replacement_characters(data: bytes | str, expected: object) -> None:
+    assert jsonbody.decode(decoder, data) == expected
+
+
+@pytest.mark.parametrize("data", [b'"\\ud800', b'["\\ud800",]', b'"\\ud800" x', b'"\\Ud800"'])
+def test_a_lone_surrogate_does_not_mend_invalid_json(data: bytes) -> None:
+    with pytest.raises(msgspec.DecodeError):
+        jsonbody.decode(decoder, data)
+
+
+def test_replacement_keeps_offsets_and_leaves_clean_bodies_alone() -> None:
+    data = b'{"a":"\\ud800","b":"\\ud83d\\ude00"}'
+    mended = jsonbody.replace_lone_surrogates(data)
+    assert mended == b'{"a":"\\ufffd","b":"\\ud83d\\ude00"}' and len(mended) == len(data)
+    assert jsonbody.replace_lone_surrogates(b'"\\ud83d\\ude00"') is None
+    assert jsonbody.replace_lone_surrogates(b'"plain"') is None

@@ -216,6 +216,24 @@ def test_invalid_utf8_and_json(gateway: RunningGateway) -> None:
         assert r.status_code == 200
 
 
+def test_a_lone_surrogate_escape_is_stored_as_a_replacement_character(gateway: RunningGateway) -> None:
+    """RFC 8259 §8.2: ``"\\ud83d"`` (half an emoji, as JavaScript's JSON.stringify writes a string cut
+    inside a pair) is valid JSON. The wake is queued with U+FFFD in its place, what a UTF-8 encoder
+    writes for it; a whole pair is the character; an escaped backslash before ``ud800`` is text."""
+    with gateway.client() as c:
+        r = c.post("/hooks/wake", content=b'{"text":"cut \\ud83d|\\ud83d\\ude00|\\\\ud800|\\udc00"}', headers=AUTH)
+        assert r.status_code == 200, r.text
+        r = c.post("/hooks/agent", content=b'{"message":"m \\udbff","name":"n\\ud800"}', headers=AUTH)
+        assert r.status_code == 200, r.text
+        run_id = r.json()["runId"]
+    assert events(gateway)[0][1] == "cut \ufffd|\U0001f600|\\ud800|\ufffd"
+    run = next(r for r in runs(gateway) if r["run_id"] == run_id)
+    assert run["name"] == "n\ufffd" and "m \ufffd" in run["inputs"], run
+    with gateway.client() as c:  # still invalid JSON when it is cut short
+        r = c.post("/hooks/wake", content=b'{"text":"\\ud800"', headers=AUTH)
+        assert r.status_code == 400 and r.json()["error"].startswith("invalid JSON: "), r.text
+
+
 def test_json_nested_deeper_than_the_limit_is_invalid(gateway: RunningGateway) -> None:
     """RFC 8259 §9 lets a parser limit nesting: 128 levels are a payload, deeper is ``invalid JSON``
     (a 400, never the 500 of a recursion error), whatever the depth."""

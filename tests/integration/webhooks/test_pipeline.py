@@ -525,6 +525,19 @@ def test_int64_bounds_and_large_floats_are_valid_json(gw: RunningGateway) -> Non
     assert r.json()["result"]["flow"]["stateJson"]["f"] == 1e300
 
 
+def test_a_lone_surrogate_escape_is_stored_as_a_replacement_character(gw: RunningGateway) -> None:
+    """RFC 8259 §8.2: an escaped unpaired surrogate is valid JSON (JavaScript writes one for a string
+    cut inside a pair); the flow keeps U+FFFD in its place and reads back as stored. An encoded one
+    (the bytes ED A0 80) is invalid UTF-8 and stays a 400 (test_invalid_request_body)."""
+    with gw.client() as c:
+        r = post(c, CI_PATH, b'{"action":"create_flow","goal":"g\\ud83d","stateJson":{"k\\udc00":"\\ud83d\\ude00"}}')
+        assert r.status_code == 200, r.text
+        flow = r.json()["result"]["flow"]
+        got = post(c, CI_PATH, {"action": "get_flow", "flowId": flow["flowId"]}).json()["result"]["flow"]
+    assert flow["goal"] == got["goal"] == "g\ufffd"
+    assert flow["stateJson"] == got["stateJson"] == {"k\ufffd": "\U0001f600"}
+
+
 def test_nesting_up_to_the_limit_is_valid_and_reads_back(gw: RunningGateway) -> None:
     """128 levels in all (the body object and 127 arrays) are accepted, stored and read back whole."""
     state = 9223372036854775807
