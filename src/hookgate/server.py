@@ -269,8 +269,15 @@ class Service:
             # ignored until a restart (README §4): the running store, worker leases and sweeps keep the
             # storage settings they started with
             new = dataclasses.replace(new, storage=old.storage)
+        try:
+            self.gateway.apply_settings(new)
+        except Exception as exc:  # noqa: BLE001 - a defect: the old config goes back in, whole
+            self.gateway.apply_settings(old)
+            self.metrics.config_reloads.labels("failed").inc()
+            self.log.error("config.reload_failed", trigger=trigger,
+                           errors=[f"internal error while applying the config: {type(exc).__name__}"])
+            return
         self.settings = new
-        self.gateway.apply_settings(new)
         self.metrics.config_reloads.labels("ok").inc()
         self.log.info("config.loaded", trigger=trigger, config_hash=new.config_hash)
         self._log_warnings(new)

@@ -87,6 +87,9 @@ def substitute_env(value: Any, path: str, environ: Mapping[str, str], errors: li
             return environ[name]
 
         out = _ENV_REF.sub(repl, value)
+        if out is not value and _SURROGATE.search(out):  # an undecodable byte of the environment
+            lone = ord(_SURROGATE.search(out).group())  # type: ignore[union-attr]
+            errors.append(f"{path}: {UNPAIRED_SURROGATE} (\\u{lone:04x})")
         return UNSET if len(errors) > before else out
     if isinstance(value, dict):
         return {k: substitute_env(v, join(path, str(k)), environ, errors) for k, v in value.items()}
@@ -429,11 +432,53 @@ def load_settings(
         return replace(settings, warnings=(NO_CONFIG_WARNING, *settings.warnings))
     abs_path = os.path.abspath(os.path.join(base, path))
     _check_config_file(abs_path, path)
-    tree = read_config_file(abs_path)
+    unpaired: list[str] = []
+    tree = join_surrogates(read_config_file(abs_path), "", unpaired)
     repeated = tuple(duplicate_key_warnings(tree))
     try:
         settings = settings_from_tree(tree, abs_path, os.path.dirname(abs_path), env)
     except ConfigError as exc:
+        exc.lines = [*unpaired, *exc.lines]
         exc.warnings = (*repeated, *exc.warnings)
         raise
+    if unpaired:
+        raise ConfigError(unpaired, warnings=(*repeated, *settings.warnings))
     return replace(settings, warnings=(*repeated, *settings.warnings)) if repeated else settings
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+UNPAIRED_SURROGATE = "must not contain an unpaired surrogate"
+
+
+def join_surrogates(value: Any, path: str, errors: list[str]) -> Any:
+    """Every string (key or value) with its ``\\uD83D\\uDE80`` escape pairs as the characters they
+    stand for, as JSON5 means them: the json5 parser leaves each escape a lone UTF-16 surrogate, and
+    a string holding one cannot be written as UTF-8 (the config hash, a token's bytes, a log line).
+    A surrogate left without its other half is an error line (``<path>: must not contain an unpaired
+    surrogate (\\ud800)``) and reads as U+FFFD meanwhile, so the other checks still run. Nothing is
+    rebuilt in a config without surrogates."""
+    if isinstance(value, str):
+        if not _SURROGATE.search(value):
+            return value
+        joined = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        if (lone := _SURROGATE.search(joined)) is None:
+            return joined
+        errors.append(f"{path or 'config'}: {UNPAIRED_SURROGATE} (\\u{ord(lone.group()):04x})")
+        return _SURROGATE.sub("\ufffd", joined)
+    if isinstance(value, dict):
+        if any(_SURROGATE.search(key) for key in value):
+            mended = type(value)()
+            if isinstance(value, _Repeated) and isinstance(mended, _Repeated):  # its names, mended too
+                mended.repeated = tuple(join_surrogates(key, "", []) for key in value.repeated)
+            for key, item in value.items():
+                shown = join(path, key.encode("utf-8", "backslashreplace").decode())
+                new_key = join_surrogates(key, shown, errors)
+                mended[new_key] = join_surrogates(item, join(path, new_key), errors)
+            return mended
+        for key, item in value.items():
+            value[key] = join_surrogates(item, join(path, key), errors)
+        return value
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            value[i] = join_surrogates(item, f"{path}[{i}]", errors)
+    return value

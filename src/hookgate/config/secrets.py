@@ -49,6 +49,9 @@ def parse_ref(raw: Mapping[str, Any], secrets_cfg: Mapping[str, Any]) -> SecretR
     return SecretRef(source=source, provider=provider.strip(), id=str(raw["id"]))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _clean(value: str | None, empty_error: str) -> Outcome:
     if value is None or not value.strip():
         return None, empty_error
@@ -414,6 +417,8 @@ def resolve_secret_inputs(
             outcomes = {key: fut.result() for key, fut in futures.items()}
     for key_path, ref in refs.items():
         value, error = outcomes[(ref.source, ref.provider)][ref.id]
+        if value is not None and _SURROGATE.search(value):  # a JSON "\ud800" of a file or an exec answer
+            value, error = None, f'Secret "{ref.label}" holds an unpaired surrogate: it is no Unicode text.'
         result[key_path] = SecretSource(key_path, ref.label, value, error)
     return {key_path: result[key_path] for key_path, _ in inputs}
 

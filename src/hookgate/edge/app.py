@@ -63,11 +63,11 @@ class Gateway:
         self.route_surface = RoutesSurface(self, FlowService(store, self.clock, lambda: self.settings))
 
     def apply_settings(self, settings: Settings) -> None:
+        token, gw_token = settings.hooks.token, settings.gateway.auth_token
+        hooks_token = token.encode("utf-8") if token else b""  # what can fail, before anything changes
+        metrics_token = gw_token.encode("utf-8") if gw_token else b""
         self.settings = settings
-        token = settings.hooks.token
-        self.hooks_token = token.encode("utf-8") if token else b""
-        gw_token = settings.gateway.auth_token
-        self.metrics_token = gw_token.encode("utf-8") if gw_token else b""
+        self.hooks_token, self.metrics_token = hooks_token, metrics_token
         old = getattr(self, "throttle", None)
         if old is None:
             self.throttle = AuthThrottle(settings.hooks.auth_throttle, self.clock)

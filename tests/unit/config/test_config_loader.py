@@ -585,3 +585,28 @@ def test_values_serve_could_not_use_are_config_errors(kit: Kit) -> None:
         ], bind
     for bind in ("127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "gw-1.internal"):
         assert kit.load({"gateway": {"bind": bind}}).gateway.bind == bind
+
+
+def test_surrogate_escapes_pair_up_and_an_unpaired_one_is_an_error(kit: Kit) -> None:
+    """JSON5 means ``\\uD83D\\uDE80`` as one character (🚀); the json5 parser left two lone surrogates,
+    which no UTF-8 encoder takes: `config check` said OK and serve crashed with a traceback (the
+    token's bytes, the config hash). An unpaired one is an error line naming its key path."""
+    settings = kit.load('{hooks: {enabled: true, token: "tok\\ud83d\\ude80en",'
+                        ' mappings: [{match: {path: "\\uD83D\\uDE80"}, action: "wake", textTemplate: "\\ud83d\\ude80 up"}]},'
+                        ' agents: {list: [{id: "main", name: "\\ud83d\\ude80 rocket"}]}}')
+    assert settings.hooks.token == "tok\U0001f680en"
+    assert settings.agents.agents[0].name == "\U0001f680 rocket"
+    assert settings.config_hash  # the hash encodes every value as UTF-8
+    assert kit.errors('{hooks: {enabled: true, token: "HOOK\\ud800TOK"}, agents: {list: [{id: "main", name: "x\\udfff"}]}}') == [
+        "hooks.token: must not contain an unpaired surrogate (\\ud800)",
+        "agents.list[0].name: must not contain an unpaired surrogate (\\udfff)",
+    ]
+    # in a key: named escaped (the line must print), then read as U+FFFD: its own checks still run
+    assert kit.errors('{agents: {"\\udc00x": 1}}') == [
+        "agents.\\udc00x: must not contain an unpaired surrogate (\\udc00)",
+        "agents.\ufffdx: unknown key",
+    ]
+    # from the environment: an undecodable byte reads as a lone surrogate (surrogateescape)
+    assert kit.errors('{hooks: {enabled: true, token: "${TOK}"}}', env={"TOK": "a\udcffb"}) == [
+        "hooks.token: must not contain an unpaired surrogate (\\udcff)",
+    ]

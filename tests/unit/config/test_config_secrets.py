@@ -181,3 +181,13 @@ def test_provider_schema_errors(kit: Kit) -> None:
         "secrets.providers.e.command: required",
         "secrets.providers.x.source: required",
     ]
+
+
+def test_a_file_secret_holding_an_unpaired_surrogate_is_unresolved(kit: Kit) -> None:
+    r"""A JSON ``"\ud800"`` decodes to a lone surrogate, which no UTF-8 encoder takes (a token is compared
+    as UTF-8 bytes); a pair is its character."""
+    path = kit.secret_file("s.json", '{"lone": "ab\\ud800cd", "pair": "x\\ud83d\\ude80y"}')
+    secrets = file_cfg(path)
+    assert resolve({"source": "file", "id": "/pair"}, secrets) == ("x\U0001f680y", None)
+    assert resolve({"source": "file", "id": "/lone"}, secrets) == (
+        None, 'Secret "file:default:/lone" holds an unpaired surrogate: it is no Unicode text.')

@@ -1,0 +1,36 @@
+"""A reload whose new config fails while being applied leaves the old one in force, whole (README §4:
+"an invalid config is logged and the old one stays active"), and counts as a failed reload."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+from pathlib import Path
+
+from hookgate.config.loader import load_settings
+from hookgate.edge.app import Gateway
+from hookgate.server import Service
+from hookgate.store.sqlite.backend import SqliteStore
+
+
+def test_a_config_that_fails_to_apply_leaves_the_old_one_whole(tmp_path: Path) -> None:
+    path = tmp_path / "hookgate.json5"
+    path.write_text('{hooks: {enabled: true, token: "old-token-123",'
+                    ' mappings: [{match: {path: "w"}, action: "wake", textTemplate: "x"}]}}')
+    old = load_settings(str(path), {})
+    service = Service(old, lambda: old, bind=None, port=None, out=io.StringIO())
+    service.gateway = Gateway(old, SqliteStore(tmp_path / "hookgate.db"), metrics=service.metrics)
+    # a token no UTF-8 encoder takes (the loader refuses one since; a defect of the same kind)
+    bad = dataclasses.replace(old, hooks=dataclasses.replace(old.hooks, token="new\ud800", mappings=()),
+                              config_hash="new")
+    service.reload_settings = lambda: bad
+
+    asyncio.run(service._reload("test"))
+
+    gw = service.gateway
+    assert service.settings is old and gw.settings is old  # the mappings, /readyz's configHash
+    assert gw.hooks_token == b"old-token-123"
+    assert gw.settings.hooks.mappings and gw.settings.config_hash == old.config_hash
+    reloads = service.metrics.config_reloads
+    assert reloads.labels("failed")._value.get() == 1 and reloads.labels("ok")._value.get() == 0
