@@ -18,8 +18,13 @@ REDACTED = "[redacted]"
 _URL_USERINFO = re.compile(r"(://[^:/@\s]*:)(\S*)")
 _PORT_THEN_PATH = re.compile(r"\d+(?:[/?#]|$)")
 # in a URI's query a parameter ends at "&"; in a key=value DSN a value ends at whitespace (or is quoted)
-# ``password`` and libpq's ``sslpassword`` (the passphrase of the client key)
-_QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?password=)([^&#\s]*)", re.IGNORECASE)
+# ``password`` and libpq's ``sslpassword`` (the passphrase of the client key); in a URL's query also
+# the parameters services authenticate a webhook URL with (``?token=``, ``?key=``, ``?sig=``, …)
+_QUERY_PASSWORD = re.compile(
+    r"([?&](?:(?:ssl)?password|pass|token|access_token|auth|api_?key|key|secret|client_secret|sig|signature)=)"
+    r"([^&#\s]*)",
+    re.IGNORECASE,
+)
 _KV_PASSWORD = re.compile(r"(?<![?&])(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 
@@ -43,8 +48,9 @@ def _mask_userinfo(match: re.Match[str]) -> str:
 
 
 def mask_url_password(value: str) -> str:
-    """``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``; also ``password=…`` in a DSN
-    or a URI's query (only that parameter: the ones after it stay)."""
+    """``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``; also ``password=…`` in a DSN,
+    and ``password``, ``token``, ``key``, ``sig`` and their kin in a URI's query (only those parameters:
+    the others stay)."""
     value = _QUERY_PASSWORD.sub(r"\1***", value)
     value = _URL_USERINFO.sub(_mask_userinfo, value)
     return _KV_PASSWORD.sub(r"\1***", value)

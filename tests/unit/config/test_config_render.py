@@ -140,6 +140,10 @@ def test_redacts_values_that_may_carry_credentials(kit: Kit) -> None:
         ("postgresql://u:PW7@h/d?sslpassword=PW8&sslmode=require",
          "postgresql://u:***@h/d?sslpassword=***&sslmode=require"),
         ("host=h sslpassword=PW8 password='a b' dbname=d", "host=h sslpassword=*** password=*** dbname=d"),
+        # a webhook URL that authenticates by its query: the credential parameters only
+        ("https://chat.local/in?token=QS2&a=1&Key=K3&sig=S4#f", "https://chat.local/in?token=***&a=1&Key=***&sig=***#f"),
+        ("https://h/x?api_key=A&apikey=B&access_token=C&signature=D&secret=E&auth=F&mykey=G&keys=H",
+         "https://h/x?api_key=***&apikey=***&access_token=***&signature=***&secret=***&auth=***&mykey=G&keys=H"),
     ],
 )
 def test_mask_url_password(raw: str, masked: str) -> None:
