@@ -28,6 +28,7 @@ from hookgate.obs import logging as obs_logging
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_MAX_DURATION_S = 36500 * 86400  # a century, as storage.retention.*Days; more reaches past any record
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -56,7 +57,7 @@ def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-_limit = _int_in(1)
+_limit = _int_in(1, 2**63 - 1)  # SQLite's integers
 _port = _int_in(0, 65535)  # the same rule as gateway.port
 
 
@@ -148,7 +149,10 @@ def _duration(value: str) -> int:
     match = _DURATION.match(value.strip())
     if not match:
         raise argparse.ArgumentTypeError(f"invalid duration {value!r} (use e.g. 30s, 15m, 2h, 7d)")
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds > _MAX_DURATION_S:
+        raise argparse.ArgumentTypeError(f"duration {value!r} is too long (at most 36500d)")
+    return seconds
 
 
 def _bind(value: str) -> str:
@@ -188,6 +192,11 @@ def _one_line(text: str) -> str:
     return "".join(c if c.isprintable() else " " for c in text)
 
 
+def _complain(text: str) -> None:
+    """An error for stderr on one line: it may repeat what the operator typed (an id, a path)."""
+    print(_one_line(text), file=sys.stderr)
+
+
 def _print_config_errors(exc: ConfigError) -> None:
     for line in exc.lines:
         print(f"error: {_one_line(line)}", file=sys.stderr)
@@ -201,13 +210,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     obs_logging.configure(args.log_level or "info", args.log_format)
     handler = _COMMANDS[args.command]
+    guarded = _GuardedOutput(sys.stdout)
+    sys.stdout = guarded
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # inside the try: a full disk fails here, not in the interpreter's last flush
+        return status
+    except _OutputFailed as exc:
+        _quiet_stdout()
+        _complain(f"error: cannot write the output: {exc.__cause__}")
+        return EXIT_FAILED
     except ConfigError as exc:
         _print_config_errors(exc)
         return EXIT_USAGE
     except HookgateError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        _complain(f"error: {exc.message}")
         return EXIT_FAILED
     except BrokenPipeError:
         if not _stdout_gone():
@@ -216,6 +233,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     finally:
         obs_logging.flush()
+        if sys.stdout is guarded:
+            sys.stdout = guarded.inner
+
+
+class _OutputFailed(Exception):
+    """Writing to stdout failed with something other than a gone reader (``flows list > /dev/full``)."""
+
+
+class _GuardedOutput:
+    """stdout, whose write errors are told apart from every other ``OSError`` of a command: a full
+    disk or an I/O error there is one ``error:`` line, not a traceback. A broken pipe stays itself
+    (``main`` handles it)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self.inner.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _OutputFailed from exc
+
+    def flush(self) -> None:
+        try:
+            self.inner.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _OutputFailed from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def _stdout_gone() -> bool:
@@ -314,20 +365,20 @@ def cmd_hooks(args: argparse.Namespace) -> int:
             with open(args.payload, "rb") as fh:
                 body = fh.read()
         except OSError as exc:
-            print(f"error: cannot read --payload {args.payload}: {exc.strerror or exc}", file=sys.stderr)
+            _complain(f"error: cannot read --payload {args.payload}: {exc.strerror or exc}")
             return EXIT_USAGE
     headers: list[tuple[str, str]] = []
     for item in args.header:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
-            print(f"error: --header must look like 'Name: value': {item}", file=sys.stderr)
+            _complain(f"error: --header must look like 'Name: value': {item}")
             return EXIT_USAGE
         headers.append((name.strip(), value.strip()))
     query: list[tuple[str, str]] = []
     for item in args.query:
         key, sep, value = item.partition("=")
         if not sep:
-            print(f"error: --query must look like key=value: {item}", file=sys.stderr)
+            _complain(f"error: --query must look like key=value: {item}")
             return EXIT_USAGE
         query.append((key, value))
     result = asyncio.run(hook_test(settings, args.name, body, headers, query, prompt=args.prompt))
@@ -368,12 +419,14 @@ def cmd_token(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[int]]) -> int:
+def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[int]], *, read_only: bool = False) -> int:
+    """``fn(store)`` on the configured store; ``read_only``: the command only reads, so it neither
+    creates, migrates nor otherwise changes the database (role ``read``)."""
     from hookgate.store import open_store
 
     async def go() -> int:
         store = open_store(settings.storage)
-        await store.open("cli")
+        await store.open("read" if read_only else "cli")
         try:
             return await fn(store)
         finally:
@@ -441,7 +494,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if args.runs_command == "show":
             run = await store.get_run(args.run_id)
             if run is None:
-                print(f"run {args.run_id} not found", file=sys.stderr)
+                _complain(f"run {args.run_id} not found")
                 return EXIT_FAILED
             transcript = await store.flow_read(lambda tx: tx.run_transcript(args.run_id))
             view = run_view(run, args.content, transcript)
@@ -464,7 +517,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(_table(["RUN ID", "KIND", "AGENT", "STATUS", "ATTEMPT", "CREATED", "DURATION", "NAME"], rows))
         return EXIT_OK
 
-    return _with_store(settings, go)
+    return _with_store(settings, go, read_only=True)
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -483,7 +536,7 @@ def cmd_events(args: argparse.Namespace) -> int:
         print(_table(["SEQ", "SESSION", "STATUS", "CREATED", "TEXT"], rows))
         return EXIT_OK
 
-    return _with_store(settings, go)
+    return _with_store(settings, go, read_only=True)
 
 
 def cmd_flows(args: argparse.Namespace) -> int:
@@ -499,18 +552,18 @@ def cmd_flows(args: argparse.Namespace) -> int:
 
             found = await store.flow_read(read)
             if found is None:
-                print(f"flow {args.flow_id} not found", file=sys.stderr)
+                _complain(f"flow {args.flow_id} not found")
                 return EXIT_FAILED
             flow, tasks = found
             shown = {"flow": {**flow_view(flow), "ownerKey": flow.owner_key},
                      "tasks": [task_view(t) for t in tasks], "summary": summary(tasks)}
             print(json.dumps(shown, indent=2, ensure_ascii=False))
             return EXIT_OK
-        owners = {args.session.strip().lower()} if args.session else set()
-        if args.route:
+        owners = {args.session.strip().lower()} if args.session is not None else set()  # "" matches no flow
+        if args.route is not None:
             route = next((r for r in settings.webhooks.routes if r.id == args.route), None)
             if route is None:
-                print(f"route {args.route} not found", file=sys.stderr)
+                _complain(f"route {args.route} not found")
                 return EXIT_FAILED
             owners.add(route.session_key)
         flows: list[Any] = []  # --session and --route combine: no flow has two owners
@@ -525,7 +578,7 @@ def cmd_flows(args: argparse.Namespace) -> int:
         print(_table(["FLOW ID", "STATUS", "REV", "UPDATED", "GOAL"], rows))
         return EXIT_OK
 
-    return _with_store(settings, go)
+    return _with_store(settings, go, read_only=True)
 
 
 TERMINAL_RUN_STATUSES = ("ok", "error", "timed_out", "skipped", "lost", "cancelled")
@@ -546,10 +599,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
             status = await store.flow_write(requeue_one)
             if status is None:
-                print(f"delivery {args.delivery_id} not found", file=sys.stderr)
+                _complain(f"delivery {args.delivery_id} not found")
                 return EXIT_FAILED
             if status != "dead":
-                print(f"delivery {args.delivery_id} is {status}; only dead deliveries can be replayed", file=sys.stderr)
+                _complain(f"delivery {args.delivery_id} is {status}; only dead deliveries can be replayed")
                 return EXIT_FAILED
             print(f"requeued delivery {args.delivery_id}")
             return EXIT_OK
@@ -565,16 +618,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
                         tx.requeue_delivery(delivery_id, now)
                 return len(ids)
 
-            n = await store.flow_write(requeue_many)
+            n = await (store.flow_read(requeue_many) if args.dry_run else store.flow_write(requeue_many))
             print(f"{'would requeue' if args.dry_run else 'requeued'} {n} deliveries")
             return EXIT_OK
         run = await store.get_run(args.run_id)
         if run is None:
-            print(f"run {args.run_id} not found", file=sys.stderr)
+            _complain(f"run {args.run_id} not found")
             return EXIT_FAILED
         if run.kind != "hook" or run.status not in TERMINAL_RUN_STATUSES:
             what = f"a {run.kind} run" if run.kind != "hook" else f"{run.status}"
-            print(f"run {args.run_id} is {what}; only terminal hook runs can be replayed", file=sys.stderr)
+            _complain(f"run {args.run_id} is {what}; only terminal hook runs can be replayed")
             return EXIT_FAILED
         from hookgate.store.base import NewRun
 
@@ -584,7 +637,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"replayed run {run.run_id} as {replayed.run_id}")
         return EXIT_OK
 
-    return _with_store(settings, go)
+    return _with_store(settings, go, read_only=args.replay_command == "deliveries" and args.dry_run)
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

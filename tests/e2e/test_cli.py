@@ -90,6 +90,10 @@ def test_token_generate(tmp_path: Path, nbytes: int) -> None:
     assert hookgate(tmp_path, "token", "generate", "--bytes", "8").returncode == 2
 
 
+async def _nothing(settings: Any, store: Any) -> None:
+    return None
+
+
 def _seeded(tmp_path: Path, seed: Any) -> Any:
     """A hooks config in ``tmp_path`` and ``await seed(settings, store)`` run on its store."""
     import asyncio
@@ -280,8 +284,15 @@ def test_usage_errors_of_the_list_commands_and_serve(tmp_path: Path) -> None:
     for command, status in (("runs", "bogus"), ("runs", "OK"), ("flows", "done")):
         r = hookgate(tmp_path, command, "list", "--status", status)
         assert r.returncode == 2 and f"invalid status '{status}'" in r.stderr, (command, r.stderr)
+    _seeded(tmp_path, _nothing)  # a database to list from
     assert hookgate(tmp_path, "runs", "list", "--status", "timed_out").returncode == 0
     assert hookgate(tmp_path, "flows", "list", "--status", "waiting").returncode == 0
+    # what SQLite and a timestamp hold: one line and exit 2, not an OverflowError's traceback
+    for command, option, value in (("flows", "--limit", "9223372036854775808"), ("events", "--limit", "1" + "0" * 30),
+                                   ("runs", "--since", "999999999999999999s"), ("runs", "--since", "36501d")):
+        r = hookgate(tmp_path, command, "list", option, value)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and f"argument {option}: " in r.stderr, r.stderr
+    assert hookgate(tmp_path, "runs", "list", "--since", "36500d", "--limit", "9223372036854775807").returncode == 0
     # serve --bind gets gateway.bind's check ("" was ignored, a bad name failed later with exit 1)
     for bind in ("", "bad host!", "http://h"):
         r = hookgate(tmp_path, "serve", "--bind", bind, "--port", "0")
@@ -313,3 +324,60 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
         err = proc.stderr.read().decode()
     assert proc.wait(60) == 1
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_commands_that_only_read_change_no_database(tmp_path: Path) -> None:
+    """`events`, `runs` and `flows` (and a dry run of `replay deliveries`) read: a mistyped
+    storage path is an error, not a new empty store, and an older schema is not migrated under a
+    running server of the older version (`serve` migrates at start, operations.md §1.1)."""
+    import hashlib
+    import sqlite3
+
+    (tmp_path / "hookgate.json5").write_text('{storage: {sqlite: {path: "typo.db"}}}')
+    reads = (("events", "list"), ("runs", "list"), ("runs", "show", "x"), ("flows", "list"), ("flows", "show", "x"),
+             ("replay", "deliveries", "--dead", "--dry-run"))
+    for argv in reads:
+        r = hookgate(tmp_path, *argv)
+        assert r.returncode == 1 and f"error: cannot open database {tmp_path / 'typo.db'}: no such file" in r.stderr, argv
+    assert not (tmp_path / "typo.db").exists()
+
+    _seeded(tmp_path, _nothing)  # a store of this version, then made to look one migration older
+    db = tmp_path / "hookgate.db"
+    with sqlite3.connect(db) as conn:
+        latest = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+        conn.execute("DELETE FROM schema_migrations WHERE version = ?", (latest,))
+    conn.close()
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    for argv in reads:
+        r = hookgate(tmp_path, *argv)
+        assert r.returncode == 1, argv
+        assert f"error: database schema version {latest - 1} is older than this hookgate ({latest})" in r.stderr, argv
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    # a command that writes still migrates, as before
+    assert hookgate(tmp_path, "replay", "deliveries", "--dead").returncode == 0
+    assert hookgate(tmp_path, "events", "list").returncode == 0
+
+
+def test_errors_repeat_what_was_typed_on_one_line(tmp_path: Path) -> None:
+    _seeded(tmp_path, _nothing)
+    typed = "a\nb\x1b[2J\r\x07\u202ec"
+    for argv in (("flows", "show", typed), ("runs", "show", typed), ("replay", "run", typed),
+                 ("replay", "delivery", typed), ("flows", "list", "--route", typed)):
+        r = hookgate(tmp_path, *argv)
+        assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, (argv, r.stderr)
+        assert not any(not c.isprintable() for c in r.stderr.rstrip("\n")), (argv, r.stderr)
+    # an empty filter is a filter: no route has the id "", no flow the owner ""
+    r = hookgate(tmp_path, "flows", "list", "--route", "")
+    assert r.returncode == 1 and "route  not found" in r.stderr
+    assert hookgate(tmp_path, "flows", "list", "--session", "").stdout.splitlines()[1:] == []
+
+
+def test_a_full_disk_on_stdout_is_one_error_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "hookgate.cli", "config", "show"], cwd=tmp_path, stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == ["error: cannot write the output: [Errno 28] No space left on device"], r.stderr

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-StoreRole = Literal["serve", "cli"]
+StoreRole = Literal["serve", "cli", "read"]
 RunKind = Literal["hook", "task", "heartbeat"]
 RUN_STATUSES = ("queued", "running", "ok", "error", "timed_out", "skipped", "lost", "cancelled")
 EVENT_STATUSES = ("pending", "consumed", "dropped")

@@ -44,7 +44,7 @@ from hookgate.store.base import (
     WakeResult,
 )
 from hookgate.store.sqlite.flows import FQ, SqliteFlowTx
-from hookgate.store.sqlite.schema import Q, migrate, start_transcript
+from hookgate.store.sqlite.schema import Q, check_current, migrate, start_transcript
 from hookgate.store.sqlite.seqids import MAX_SEQ, SeqIds
 from hookgate.store.sqlite.seqids import new_key as new_id_key
 from hookgate.store.sqlite.writer import Writer
@@ -138,7 +138,9 @@ class SqliteStore:
     async def open(self, role: StoreRole = "serve") -> None:
         """Take the serve lock (role ``serve``), open the write connection, migrate, start the writer.
 
-        Raises ``StoreOpenError`` (in use, schema newer than the code, cannot open the file).
+        Role ``read`` (a command that only reads) changes nothing in the file: it must exist and hold
+        this code's schema and id keys. Raises ``StoreOpenError`` (in use, schema newer than the code
+        — or older, for ``read`` —, cannot open the file).
         """
         if self._writer is not None:
             raise RuntimeError("store is already open")
@@ -152,9 +154,18 @@ class SqliteStore:
     def _open_sync(self, role: StoreRole) -> sqlite3.Connection:
         if role == "serve":
             self._take_lock()
+        if role == "read" and not self.path.is_file():
+            # a command that only reads creates nothing: a mistyped path is not an empty store
+            raise StoreOpenError(f"cannot open database {self.path}: no such file")
         try:
             conn = self._connect()
             try:
+                if role == "read":  # the file as it is: no migration, no journal mode, no new keys
+                    conn.execute("PRAGMA query_only=ON")
+                    check_current(conn)
+                    self.flow_ids = SeqIds(_id_key(conn, "flow_ids", create=False))
+                    self.run_ids = SeqIds(_id_key(conn, "run_ids", create=False))
+                    return conn
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
                 if role == "cli":
@@ -670,11 +681,14 @@ def _run_record(row: tuple[Any, ...]) -> RunRecord:
     return RunRecord(*values)
 
 
-def _id_key(conn: sqlite3.Connection, name: str) -> bytes:
+def _id_key(conn: sqlite3.Connection, name: str, *, create: bool = True) -> bytes:
     """The database's key for flow or run ids (``seqids``), drawn and stored on the first open. Read
-    first: a CLI command beside a running server does not take the write lock for it."""
+    first: a CLI command beside a running server does not take the write lock for it. Without
+    ``create`` (a read-only command) a missing key is an error: a new one would find no flow or run."""
     row = conn.execute(FQ["id_key"], (name,)).fetchone()
     if row is None:
+        if not create:
+            raise StoreOpenError(f"the database has no {name} key (store_keys): its ids cannot be read")
         conn.execute(FQ["insert_id_key"], (name, new_id_key()))  # OR IGNORE: another process may be first
         row = conn.execute(FQ["id_key"], (name,)).fetchone()
     return bytes(row[0])

@@ -9,6 +9,9 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at  INTEGER NOT NULL
 );
 
+-- name: has_schema_migrations
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations';
+
 -- name: schema_version
 SELECT coalesce(max(version), 0) FROM schema_migrations;
 

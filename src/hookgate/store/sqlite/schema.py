@@ -128,6 +128,18 @@ def _version(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
+def check_current(conn: sqlite3.Connection, latest: int = LATEST_VERSION) -> None:
+    """For a connection that must not change the file (a read-only command): the schema must be this
+    code's, neither migrated here nor newer. Raises ``StoreOpenError``."""
+    has_table = conn.execute(Q["has_schema_migrations"]).fetchone() is not None
+    current = _version(conn) if has_table else 0
+    if current > latest:
+        raise StoreOpenError(f"database schema version {current} is newer than this hookgate ({latest})")
+    if current < latest:
+        raise StoreOpenError(f"database schema version {current} is older than this hookgate ({latest}): "
+                             "hookgate serve migrates it when it starts")
+
+
 def _statements(script: str) -> list[str]:
     """Split a migration script into complete statements (``executescript`` would commit early)."""
     statements: list[str] = []
