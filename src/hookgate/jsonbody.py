@@ -18,6 +18,25 @@ MAX_DEPTH = 128
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+class InvalidJSON(ValueError):
+    """An answer from outside (a model API, a chat API, a command's stdout) that is no JSON we read."""
+
+
+_ANY = msgspec.json.Decoder()
+
+
+def decode_answer(data: bytes | str) -> Any:
+    """A JSON answer from outside, decoded as request bodies are (``decode``: lone surrogate escapes as
+    U+FFFD, at most ``MAX_DEPTH`` levels). Every way it can fail — invalid JSON, invalid UTF-8, which
+    msgspec raises as ``UnicodeDecodeError``, too deep — is ``InvalidJSON``: a caller that caught
+    ``msgspec.DecodeError`` alone let the others end a run as a crash (retried, then lost) and a
+    delivered message as a failure (sent again)."""
+    try:
+        return decode(_ANY, data)
+    except (msgspec.DecodeError, UnicodeDecodeError, NestingTooDeep) as exc:
+        raise InvalidJSON(str(exc)) from None
+
+
 class NestingTooDeep(ValueError):
     """The body is valid JSON nested deeper than ``MAX_DEPTH``."""
 

@@ -4,6 +4,7 @@ and `store.error` for a store failure on the request path."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,7 +44,7 @@ def test_unhandled_exception_line_carries_the_known_request_fields(gateway_facto
     (tdir / "boom.py").write_text(
         "class D(dict):\n"
         "    def __contains__(self, key):\n"
-        "        raise ValueError('boom')\n"
+        "        raise ValueError('quoted body text')\n"
         "def transform(ctx):\n"
         "    return D(message='x')\n"
     )
@@ -56,6 +57,9 @@ def test_unhandled_exception_line_carries_the_known_request_fields(gateway_facto
                 if e.get("request_id") == "unhandled-1" and e["event"] != "http.request")
     assert line["event"] == "http.unhandled"
     assert (line.get("surface"), line.get("route"), line.get("client_ip")) == ("hooks", "mapping:boom", "127.0.0.1"), line
+    # what failed and where, never the exception's message (it may quote a body or a secret)
+    assert line.get("error_type") == "ValueError" and line.get("error_at", "").startswith("boom.py:3 in "), line
+    assert "exc_info" not in line and "quoted body text" not in json.dumps(line), line
 
 
 @contextmanager

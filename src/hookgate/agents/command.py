@@ -30,6 +30,7 @@ from hookgate.agents.base import (
     configured_model_id,
 )
 from hookgate.config.modelrefs import runtime_provider
+from hookgate.jsonbody import InvalidJSON, decode_answer
 
 _READ_CHUNK = 65_536
 
@@ -62,8 +63,8 @@ def parse_reply(stdout: bytes, input_mode: str) -> str:
     text = stdout.decode("utf-8", errors="replace").rstrip("\r\n")
     if input_mode == "json" and text.lstrip().startswith("{"):
         try:
-            doc = msgspec.json.decode(text)
-        except msgspec.DecodeError:
+            doc = decode_answer(text)
+        except InvalidJSON:
             return text
         if isinstance(doc, dict) and isinstance(doc.get("text"), str):
             return str(doc["text"])

@@ -19,6 +19,7 @@ import httpx
 import msgspec
 
 from hookgate.agents.base import AgentRuntimeError, clip_error_message
+from hookgate.jsonbody import InvalidJSON, decode_answer
 
 
 class HttpClient:
@@ -44,8 +45,8 @@ class HttpClient:
 def _error_message(response: httpx.Response) -> str:
     text = response.text
     try:
-        body = msgspec.json.decode(response.content)
-    except msgspec.DecodeError:
+        body = decode_answer(response.content)
+    except InvalidJSON:
         body = None
     if isinstance(body, dict):
         error = body.get("error")
@@ -94,8 +95,8 @@ async def post_json(
         retryable = status == 429 or status >= 500
         raise AgentRuntimeError(f"{kind}: HTTP {status}: {_error_message(response)}", retryable=retryable)
     try:
-        return msgspec.json.decode(response.content)
-    except msgspec.DecodeError:
+        return decode_answer(response.content)
+    except InvalidJSON:
         raise AgentRuntimeError(f"{kind}: invalid response: body is not JSON") from None
 
 

@@ -52,6 +52,7 @@ from hookgate.channels.base import (
 from hookgate.config.schema import CHANNEL_SCHEMAS
 from hookgate.config.settings import ChannelSettings
 from hookgate.config.validate import MISSING
+from hookgate.jsonbody import InvalidJSON, decode_answer
 from hookgate.obs.logging import clean_text
 from hookgate.signing import standard_webhooks_key
 
@@ -348,8 +349,8 @@ def _decode(response: httpx.Response) -> Any:
     if not response.content:
         return None
     try:
-        return msgspec.json.decode(response.content)
-    except msgspec.DecodeError:
+        return decode_answer(response.content)
+    except InvalidJSON:
         return None
 
 

@@ -129,6 +129,26 @@ def _level(_: Any, method: str, event: MutableMapping[str, Any]) -> MutableMappi
     return event
 
 
+def _exception(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """``log.exception(…)``: the exception's type and where it was raised (``error_type``,
+    ``error_at``: file, line and function of the innermost frame) in place of ``exc_info``. Not its
+    message nor a traceback's values: they may quote a body, a reply or a secret (operations.md §2)."""
+    info = event.pop("exc_info", None)
+    if info is None or info is False:
+        return event
+    exc = info if isinstance(info, BaseException) else (info[1] if isinstance(info, tuple) else sys.exc_info()[1])
+    if exc is None:
+        return event
+    event.setdefault("error_type", type(exc).__name__)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        code = tb.tb_frame.f_code
+        event.setdefault("error_at", f"{os.path.basename(code.co_filename)}:{tb.tb_lineno} in {code.co_name}")
+    return event
+
+
 def _json(_: Any, __: str, event: MutableMapping[str, Any]) -> bytes:
     return _encode(event) + b"\n"
 
@@ -168,6 +188,7 @@ def configure(level: str = "info", fmt: str | None = None, stream: IO[bytes] | N
             structlog.contextvars.merge_contextvars,
             _timestamp,
             _level,
+            _exception,
             _console if fmt == "console" else _json,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),

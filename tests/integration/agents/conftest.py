@@ -99,8 +99,11 @@ class ModelApi:
                 if status == 0:  # "slow": wait for the client to go away (or the test to end)
                     self._wait_for_disconnect()
                     return
-                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
-                ctype = "text/plain" if isinstance(payload, str) else "application/json"
+                if isinstance(payload, bytes):  # sent as it is, declared JSON (a broken encoder's answer)
+                    data, ctype = payload, "application/json"
+                else:
+                    data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                    ctype = "text/plain" if isinstance(payload, str) else "application/json"
                 self.send_response(status)
                 self.send_header("content-type", ctype)
                 self.send_header("content-length", str(len(data)))

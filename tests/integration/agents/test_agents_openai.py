@@ -192,6 +192,33 @@ async def test_invalid_json_answer_is_not_retryable(model_api: Any, http: httpx.
     assert (info.value.message, info.value.retryable) == ("openai: invalid response: body is not JSON", False)
 
 
+@pytest.mark.parametrize("body", [
+    b'{"choices":[{"message":{"role":"assistant","content":"caf\xe9"}}]}',  # Latin-1, not UTF-8
+    b"[" * 200_000 + b"]" * 200_000,
+])
+async def test_an_answer_no_decoder_takes_is_an_invalid_response(model_api: Any, http: httpx.AsyncClient,
+                                                                 body: bytes) -> None:
+    """msgspec raises UnicodeDecodeError and RecursionError, not its DecodeError, for these: they
+    escaped the runtime, the worker counted a crash, the run was retried and then ended `lost`."""
+    model_api.respond = lambda req: (200, body)
+    rt = build_runtime(agent(model_api.url), http=http)
+    with pytest.raises(AgentRuntimeError) as info:
+        await rt.complete(request())
+    assert (info.value.message, info.value.retryable) == ("openai: invalid response: body is not JSON", False)
+    # the same in an error answer: the status decides, the body gives no message
+    model_api.respond = lambda req: (429, b'{"error":{"message":"slow down \xff"}}')
+    with pytest.raises(AgentRuntimeError) as info:
+        await rt.complete(request())
+    assert info.value.message.startswith("openai: HTTP 429: ") and info.value.retryable is True
+
+
+async def test_a_reply_holding_half_an_emoji_is_read(model_api: Any, http: httpx.AsyncClient) -> None:
+    """RFC 8259 §8.2: ``"\\ud83d"`` is valid JSON (a reply cut inside a pair): U+FFFD in its place."""
+    model_api.respond = lambda req: (200, b'{"choices":[{"message":{"role":"assistant","content":"ok \\ud83d"}}]}')
+    rt = build_runtime(agent(model_api.url), http=http)
+    assert await rt.complete(request()) == "ok \ufffd"
+
+
 async def test_connection_refused_is_retryable(http: httpx.AsyncClient) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

@@ -35,7 +35,7 @@ class Recorded:
 @dataclass
 class Reply:
     status: int = 200
-    body: Any = None  # JSON value; a str is sent as text/plain; None → empty body
+    body: Any = None  # JSON value; a str is sent as text/plain; bytes as they are (JSON); None → empty body
     headers: dict[str, str] = field(default_factory=dict)
     slow: bool = False  # never answer: wait for the client to close the connection
 
@@ -115,6 +115,8 @@ class FakeApi:
                     data, ctype = b"", None
                 elif isinstance(reply.body, str):
                     data, ctype = reply.body.encode(), "text/plain; charset=utf-8"
+                elif isinstance(reply.body, bytes):
+                    data, ctype = reply.body, "application/json"
                 else:
                     data, ctype = json.dumps(reply.body).encode(), "application/json"
                 self.send_response(reply.status)

@@ -356,6 +356,25 @@ async def test_slack_ratelimited_is_retryable(fake_api: FakeApi, http: httpx.Asy
     assert exc.retryable and exc.retry_after == 30 and exc.message == "slack: ratelimited"
 
 
+@pytest.mark.parametrize("body", [b'{"ok":true,"status":"re\xe7u","id":"x"}', b"[" * 100_000 + b"]" * 100_000])
+async def test_a_2xx_answer_no_decoder_takes_is_still_a_2xx(body: bytes, fake_api: FakeApi,
+                                                            http: httpx.AsyncClient) -> None:
+    """model.md §10.2: for the webhook channel any 2xx is delivered. msgspec raised UnicodeDecodeError
+    (a Latin-1 byte) or RecursionError (deep nesting) on such an answer, not its DecodeError: the
+    delivery counted as an internal error, was sent again twice and dead-lettered."""
+    fake_api.respond = lambda req: Reply(200, body)
+    case = CASE["webhook"]
+    sent = Sent()
+    await make(case, fake_api.url, http).send(case.to, ["hi"], 0, ENVELOPE, sent)
+    assert len(fake_api.requests) == 1 and len(sent.calls) == 1
+
+
+async def test_a_4xx_answer_no_decoder_takes_is_final(fake_api: FakeApi, http: httpx.AsyncClient) -> None:
+    fake_api.respond = lambda req: Reply(400, b'{"ok":false,"description":"bad \xff"}')
+    exc, _ = await failing_send(make(CASE["telegram"], fake_api.url, http), CASE["telegram"], ["hi"])
+    assert not exc.retryable and exc.http_status == 400 and exc.message.startswith("telegram: HTTP 400")
+
+
 async def test_telegram_answer_that_is_not_its_shape_is_final(fake_api: FakeApi, http: httpx.AsyncClient) -> None:
     fake_api.respond = lambda req: Reply(200, "<html>captive portal</html>")
     exc, _ = await failing_send(make(CASE["telegram"], fake_api.url, http), CASE["telegram"], ["hi"])
