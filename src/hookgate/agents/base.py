@@ -11,6 +11,7 @@ whether that runtime is usable at all (secrets resolved, command present) before
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -89,8 +90,12 @@ def configured_model_id(config: dict[str, Any], provider: str) -> str | None:
 
 
 def clip_error_message(text: str) -> str:
-    """Whitespace collapsed and cut to ``ERROR_MESSAGE_MAX_CHARS`` characters."""
-    return " ".join(text.split())[:ERROR_MESSAGE_MAX_CHARS]
+    """Control characters → space, whitespace collapsed, cut to ``ERROR_MESSAGE_MAX_CHARS`` characters:
+    a provider's text becomes the run's stored error and the summary the main session reads."""
+    return " ".join(_CONTROL.sub(" ", text).split())[:ERROR_MESSAGE_MAX_CHARS]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class UnknownRuntime:

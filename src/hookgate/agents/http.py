@@ -42,7 +42,35 @@ class HttpClient:
             await owned.aclose()
 
 
-def _error_message(response: httpx.Response) -> str:
+_PLAIN_HEADERS = frozenset({"content-type", "accept", "user-agent", "anthropic-version"})
+_CREDENTIAL_MIN_CHARS = 8
+
+
+def _credentials(headers: httpx.Headers) -> list[str]:
+    """The header values sent that may be credentials (an API key, ``Bearer <key>`` and the key alone),
+    longest first: a provider's error may quote them (``Incorrect API key provided: sk-…``)."""
+    found: set[str] = set()
+    for name, value in headers.items():
+        if name.lower() in _PLAIN_HEADERS:
+            continue
+        found.add(value)
+        scheme, _, token = value.partition(" ")
+        if token and scheme.lower() in ("bearer", "basic", "token"):
+            found.add(token.strip())
+    return sorted((v for v in found if len(v) >= _CREDENTIAL_MIN_CHARS), key=len, reverse=True)
+
+
+def _masked(text: str, credentials: list[str]) -> str:
+    for secret in credentials:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _error_message(response: httpx.Response, credentials: list[str]) -> str:
+    return _masked(_provider_message(response), credentials)
+
+
+def _provider_message(response: httpx.Response) -> str:
     text = response.text
     try:
         body = decode_answer(response.content)
@@ -91,9 +119,12 @@ async def post_json(
     except httpx.HTTPError as exc:
         raise _transport_error(kind, exc, timeout) from None
     status = response.status_code
-    if status >= 400:
+    if status >= 300:  # a redirect is not followed: the base URL is wrong, and a retry will not mend it
         retryable = status == 429 or status >= 500
-        raise AgentRuntimeError(f"{kind}: HTTP {status}: {_error_message(response)}", retryable=retryable)
+        message = _error_message(response, _credentials(sent))
+        raise AgentRuntimeError(f"{kind}: HTTP {status}: {message}", retryable=retryable)
+    if not response.content:
+        raise AgentRuntimeError(f"{kind}: invalid response: HTTP {status} with an empty body")
     try:
         return decode_answer(response.content)
     except InvalidJSON:

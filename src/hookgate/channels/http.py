@@ -77,6 +77,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     text = value.strip()
     try:
         seconds = float(text)
+        if seconds < 0:  # delay-seconds are non-negative (RFC 9110 §10.2.3): no usable value
+            return None
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(text)

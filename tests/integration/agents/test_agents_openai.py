@@ -212,6 +212,30 @@ async def test_an_answer_no_decoder_takes_is_an_invalid_response(model_api: Any,
     assert info.value.message.startswith("openai: HTTP 429: ") and info.value.retryable is True
 
 
+async def test_an_error_quoting_the_api_key_is_masked_and_on_one_line(model_api: Any, http: httpx.AsyncClient) -> None:
+    """A provider's 401 quotes the key it got (``Incorrect API key provided: sk-…``): the text becomes
+    the run's stored error and the summary the main session (and its model) reads."""
+    model_api.respond = lambda req: (401, {"error": {"message": "Incorrect API key provided: sk-test-0123456789.\x00\n"
+                                                                "Header X-Org acme-secret-org."}})
+    rt = build_runtime(agent(model_api.url, key="sk-test-0123456789", headers={"X-Org": "acme-secret-org"}), http=http)
+    with pytest.raises(AgentRuntimeError) as info:
+        await rt.complete(request())
+    assert info.value.message == "openai: HTTP 401: Incorrect API key provided: ***. Header X-Org ***."
+
+
+@pytest.mark.parametrize(("status", "body", "message"), [
+    (302, "", "openai: HTTP 302: Found"),
+    (204, None, "openai: invalid response: HTTP 204 with an empty body"),
+])
+async def test_a_redirect_or_an_empty_answer_says_so(model_api: Any, http: httpx.AsyncClient, status: int,
+                                                    body: Any, message: str) -> None:
+    model_api.respond = lambda req: (status, body if body is not None else b"")
+    rt = build_runtime(agent(model_api.url), http=http)
+    with pytest.raises(AgentRuntimeError) as info:
+        await rt.complete(request())
+    assert (info.value.message, info.value.retryable) == (message, False)
+
+
 async def test_a_reply_holding_half_an_emoji_is_read(model_api: Any, http: httpx.AsyncClient) -> None:
     """RFC 8259 §8.2: ``"\\ud83d"`` is valid JSON (a reply cut inside a pair): U+FFFD in its place."""
     model_api.respond = lambda req: (200, b'{"choices":[{"message":{"role":"assistant","content":"ok \\ud83d"}}]}')

@@ -94,7 +94,9 @@ def test_final_statuses(status: int) -> None:
 def test_retry_after_in_seconds() -> None:
     assert parse_retry_after("120", now=0) == 120
     assert parse_retry_after(" 1.5 ", now=0) == 1.5
-    assert parse_retry_after("-3", now=0) == 0
+    # delay-seconds are digits (RFC 9110 §10.2.3): a negative one is no value, and the usual backoff
+    # applies (it was 0: a retry at once, the next attempt's minimum wait)
+    assert parse_retry_after("-3", now=0) is None
 
 
 def test_retry_after_as_an_http_date() -> None:
