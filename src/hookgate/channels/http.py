@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import httpx
 import msgspec
@@ -109,6 +109,7 @@ def mask(text: str, secrets: Sequence[str]) -> str:
 
 _PLAIN_HEADERS = frozenset({"content-type", "user-agent", "webhook-id", "webhook-timestamp"})
 CREDENTIAL_MIN_CHARS = 8  # a header value this long may be a credential: masked where an error quotes it
+URL_PIECE_MIN_CHARS = 16  # a secret URL's path segment or query value this long is masked on its own
 ECHO_MIN_CHARS = 12  # a quoted piece of the text this long is masked wherever it is in an error
 ECHO_SHORT_MIN_CHARS = 8  # a shorter text is masked only whole, and only from this length
 ECHO_SCAN_CHARS = 100_000  # an API quotes the start of what it got: the rest of a huge part is not read
@@ -343,8 +344,30 @@ class HttpAdapter:
         return header if header is not None else self.body_retry_after(answer)
 
     def _clean(self, text: str) -> str:
-        secrets = [s.value for s in self.cfg.secrets.values() if s.value]
+        secrets: list[str] = []
+        for source in self.cfg.secrets.values():
+            if source.value:
+                secrets += (source.value, *secret_url_pieces(source.value))
         return clip(mask(text, secrets))
+
+
+def secret_url_pieces(value: str) -> list[str]:
+    """The parts of a secret URL (a Teams or Google Chat webhook) an API error may quote on their own:
+    its path with the query, the query, and each path segment and query value of
+    ``URL_PIECE_MIN_CHARS`` or more, as sent and percent-decoded (``?key=…&token=…`` and Teams' ids are
+    the credential, not only the whole URL; words like ``IncomingWebhook`` stay readable)."""
+    if "://" not in value:
+        return []
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return []
+    whole = [parts.path + ("?" + parts.query if parts.query else ""), parts.query]
+    pieces = parts.path.split("/") + [p.split("=", 1)[-1] for p in parts.query.split("&")]
+    pieces += [unquote(p) for p in parts.path.split("/")]
+    pieces += [v for _, v in parse_qsl(parts.query, keep_blank_values=True)]
+    return [p for p in dict.fromkeys(whole) if len(p) >= CREDENTIAL_MIN_CHARS] + [
+        p for p in dict.fromkeys(pieces) if len(p) >= URL_PIECE_MIN_CHARS]
 
 
 def _decode(response: httpx.Response) -> Any:

@@ -268,6 +268,21 @@ async def test_other_4xx_are_final_and_name_the_api_error(case: Case, status: in
     assert_clean(exc, case, fake_api.url, "the confidential text")
 
 
+@pytest.mark.parametrize("channel", ["msteams", "googlechat"])
+async def test_an_error_quoting_part_of_a_secret_webhook_url_is_masked(channel: str, fake_api: FakeApi,
+                                                                       http: httpx.AsyncClient) -> None:
+    """The webhook URL is the credential: an API quoting its path or a query value alone (`?key=…`)
+    must not put that into lastError either (only the whole URL was masked)."""
+    key, token = "AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI", "q7Xk2mP9vR4tL8nB6wZ3yC1aD5eF0gH2"
+    case = Case(channel, "room", lambda u: {}, lambda u: {"webhooks.room": f"{u}/v1/spaces/AAAA/messages?key={key}&token={token}"},
+                lambda u: "/v1/spaces/AAAA/messages", lambda t: {"text": t}, lambda n: None)
+    fake_api.respond = lambda req: Reply(400, error_body(
+        f"bad request to /v1/spaces/AAAA/messages?key={key}&token={token}; key {key} invalid; token={token}"))
+    exc, _ = await failing_send(make(case, fake_api.url, http), case, ["hi"])
+    assert key not in exc.message and token not in exc.message, exc.message
+    assert exc.message == f"{channel}: HTTP 400: bad request to ***; key *** invalid; token=***"
+
+
 @pytest.mark.parametrize("case", CASES, ids=str)
 async def test_a_long_api_error_is_cut(case: Case, fake_api: FakeApi, http: httpx.AsyncClient) -> None:
     fake_api.respond = lambda req: Reply(400, error_body("x" * 5000))
