@@ -210,11 +210,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     obs_logging.configure(args.log_level or "info", args.log_format)
     handler = _COMMANDS[args.command]
-    guarded = _GuardedOutput(sys.stdout)
-    sys.stdout = guarded
+    # a command's output; not a server's (its console channel handles its own write errors), nor a
+    # closed stdout (None: print writes nothing)
+    guarded = _GuardedOutput(sys.stdout) if sys.stdout is not None and args.command not in ("serve", "worker") \
+        else None
+    if guarded is not None:
+        sys.stdout = guarded
     try:
         status = handler(args)
-        sys.stdout.flush()  # inside the try: a full disk fails here, not in the interpreter's last flush
+        if guarded is not None:
+            guarded.flush()  # inside the try: a full disk fails here, not in the interpreter's last flush
         return status
     except _OutputFailed as exc:
         _quiet_stdout()
@@ -233,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     finally:
         obs_logging.flush()
-        if sys.stdout is guarded:
+        if guarded is not None and sys.stdout is guarded:
             sys.stdout = guarded.inner
 
 
@@ -249,9 +254,9 @@ class _GuardedOutput:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
-    def write(self, text: str) -> int:
+    def write(self, text: str) -> Any:
         try:
-            return int(self.inner.write(text))
+            return self.inner.write(text)
         except BrokenPipeError:
             raise
         except OSError as exc:

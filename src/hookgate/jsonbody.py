@@ -45,7 +45,9 @@ class NestingTooDeep(ValueError):
 
 
 def decode(decoder: msgspec.json.Decoder[Any], data: bytes | str) -> Any:
-    """``decoder.decode(data)``, refusing more than ``MAX_DEPTH`` levels with ``NestingTooDeep``.
+    """``decoder.decode(data)``, refusing more than ``MAX_DEPTH`` levels with ``NestingTooDeep``; a body
+    that fails to decode is tried once more with its unpaired surrogate escapes as U+FFFD
+    (``replace_lone_surrogates``).
 
     The walk runs only for a body holding more than ``MAX_DEPTH`` brackets, so the hot path pays
     two ``count`` calls."""
@@ -99,11 +101,15 @@ def out_of_int64(value: Any) -> bool:
     return False
 
 
-_ESCAPE_B = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
-_ESCAPE_S = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+# A ``\uXXXX`` surrogate escape whose backslash follows an even run of backslashes (escaped ones; after
+# an odd run that backslash is itself escaped, and ``uXXXX`` is text): a high half with the low half
+# right after it (a pair, kept), a high half alone, or a low half alone. One scan in C: a hostile body
+# of backslashes costs what a regex pass costs.
+_SURROGATE_ESCAPE = r"(?<!\\)((?:\\\\)*)\\u([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?|(?<!\\)((?:\\\\)*)\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_SURROGATE_ESCAPE_B = re.compile(_SURROGATE_ESCAPE.encode())
+_SURROGATE_ESCAPE_S = re.compile(_SURROGATE_ESCAPE)
 _SURROGATE_B = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE_S = re.compile(r"\\u[dD][89a-fA-F]")
-_HIGH, _LOW = range(0xD800, 0xDC00), range(0xDC00, 0xE000)
 
 
 def replace_lone_surrogates(data: bytes | str) -> bytes | str | None:
@@ -115,40 +121,33 @@ def replace_lone_surrogates(data: bytes | str) -> bytes | str | None:
     a surrogate pair (an emoji halved by ``slice``): automation built in JavaScript sends them, and a
     JavaScript gateway takes them. msgspec refuses them (``Input data was truncated``), and no store
     can hold one as UTF-8. So a body that fails to decode is given a second chance with each lone
-    surrogate as U+FFFD, what an UTF-8 encoder writes for it (WHATWG ``TextEncoder``). Escapes are
-    matched from the left, one after the other, so ``\\\\ud800`` (an escaped backslash, then text) is
-    no escape. The replacement has the escape's length: msgspec's byte offsets still hold."""
+    surrogate as U+FFFD, what an UTF-8 encoder writes for it (WHATWG ``TextEncoder``). An escape
+    counts only after an even run of backslashes, so ``\\\\ud800`` (an escaped backslash, then text)
+    is none. The replacement has the escape's length: msgspec's byte offsets still hold."""
+    replaced = False
+
     if isinstance(data, bytes):
         if not _SURROGATE_B.search(data):
             return None
-        escapes, fffd = _ESCAPE_B.finditer(data), b"\\ufffd"
-    else:
-        if not _SURROGATE_S.search(data):
-            return None
-        escapes, fffd = _ESCAPE_S.finditer(data), "\\ufffd"  # type: ignore[assignment]
-    lone: list[int] = []  # start offsets of unpaired surrogate escapes
-    high: int | None = None  # start of a high surrogate escape waiting for its low half
-    high_end = -1
-    for m in escapes:
-        code = int(m.group(1), 16) if m.group(1) is not None else -1
-        if code in _LOW and high is not None and high_end == m.start():
-            high = None  # a pair
-            continue
-        if high is not None:
-            lone.append(high)
-            high = None
-        if code in _HIGH:
-            high, high_end = m.start(), m.end()
-        elif code in _LOW:
-            lone.append(m.start())
-    if high is not None:
-        lone.append(high)
-    if not lone:
+
+        def mend_b(m: re.Match[bytes]) -> bytes:
+            nonlocal replaced
+            if m.group(3) is not None:  # a pair
+                return m.group(0)
+            replaced = True
+            return (m.group(1) if m.group(2) is not None else m.group(4)) + b"\\ufffd"
+
+        out_b = _SURROGATE_ESCAPE_B.sub(mend_b, data)
+        return out_b if replaced else None
+    if not _SURROGATE_S.search(data):
         return None
-    parts: list[Any] = []
-    last = 0
-    for start in lone:
-        parts += (data[last:start], fffd)
-        last = start + 6
-    parts.append(data[last:])
-    return fffd[:0].join(parts)
+
+    def mend_s(m: re.Match[str]) -> str:
+        nonlocal replaced
+        if m.group(3) is not None:
+            return m.group(0)
+        replaced = True
+        return (m.group(1) if m.group(2) is not None else m.group(4)) + "\\ufffd"
+
+    out_s = _SURROGATE_ESCAPE_S.sub(mend_s, data)
+    return out_s if replaced else None

@@ -381,3 +381,8 @@ def test_a_full_disk_on_stdout_is_one_error_line(tmp_path: Path) -> None:
                            stderr=subprocess.PIPE, text=True, timeout=60, check=False)
     assert r.returncode == 1
     assert r.stderr.splitlines() == ["error: cannot write the output: [Errno 28] No space left on device"], r.stderr
+    # a closed stdout (`>&-`: sys.stdout is None) is no failure: print writes nothing, as before
+    code = "import os, sys; os.close(1); from hookgate.cli import main; sys.stdout = None; sys.exit(main(['token', 'generate']))"
+    r = subprocess.run([sys.executable, "-c", code],
+                       cwd=tmp_path, stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr

@@ -20,6 +20,7 @@ import msgspec
 
 from hookgate.agents.base import AgentRuntimeError, clip_error_message
 from hookgate.jsonbody import InvalidJSON, decode_answer
+from hookgate.masking import header_credentials, mask
 
 
 class HttpClient:
@@ -43,35 +44,17 @@ class HttpClient:
 
 
 _PLAIN_HEADERS = frozenset({"content-type", "accept", "user-agent", "anthropic-version"})
-_CREDENTIAL_MIN_CHARS = 8
 
 
-def _credentials(headers: httpx.Headers) -> list[str]:
-    """The header values sent that may be credentials (an API key, ``Bearer <key>`` and the key alone),
-    longest first: a provider's error may quote them (``Incorrect API key provided: sk-…``)."""
-    found: set[str] = set()
-    for name, value in headers.items():
-        if name.lower() in _PLAIN_HEADERS:
-            continue
-        found.add(value)
-        scheme, _, token = value.partition(" ")
-        if token and scheme.lower() in ("bearer", "basic", "token"):
-            found.add(token.strip())
-    return sorted((v for v in found if len(v) >= _CREDENTIAL_MIN_CHARS), key=len, reverse=True)
+def _error_message(response: httpx.Response, sent: httpx.Headers) -> str:
+    """The provider's error text as a run keeps it: the credentials sent masked — before the text is
+    cut, so that no key cut in two survives as a prefix —, control characters as spaces, short."""
+    text = mask(_provider_text(response), header_credentials(sent.items(), _PLAIN_HEADERS))
+    return clip_error_message(text) or response.reason_phrase or "error"
 
 
-def _masked(text: str, credentials: list[str]) -> str:
-    for secret in credentials:
-        text = text.replace(secret, "***")
-    return text
-
-
-def _error_message(response: httpx.Response, credentials: list[str]) -> str:
-    return _masked(_provider_message(response), credentials)
-
-
-def _provider_message(response: httpx.Response) -> str:
-    text = response.text
+def _provider_text(response: httpx.Response) -> str:
+    """``error.message``, ``error`` or ``message`` of a JSON error body, else the body as text."""
     try:
         body = decode_answer(response.content)
     except InvalidJSON:
@@ -79,12 +62,12 @@ def _provider_message(response: httpx.Response) -> str:
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"].strip():
-            return clip_error_message(error["message"])
+            return str(error["message"])
         if isinstance(error, str) and error.strip():
-            return clip_error_message(error)
+            return error
         if isinstance(body.get("message"), str) and body["message"].strip():
-            return clip_error_message(body["message"])
-    return clip_error_message(text) or response.reason_phrase or "error"
+            return str(body["message"])
+    return response.text
 
 
 def _transport_error(kind: str, exc: httpx.HTTPError, timeout: float) -> AgentRuntimeError:
@@ -121,7 +104,7 @@ async def post_json(
     status = response.status_code
     if status >= 300:  # a redirect is not followed: the base URL is wrong, and a retry will not mend it
         retryable = status == 429 or status >= 500
-        message = _error_message(response, _credentials(sent))
+        message = _error_message(response, sent)
         raise AgentRuntimeError(f"{kind}: HTTP {status}: {message}", retryable=retryable)
     if not response.content:
         raise AgentRuntimeError(f"{kind}: invalid response: HTTP {status} with an empty body")

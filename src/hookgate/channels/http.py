@@ -53,13 +53,13 @@ from hookgate.config.schema import CHANNEL_SCHEMAS
 from hookgate.config.settings import ChannelSettings
 from hookgate.config.validate import MISSING
 from hookgate.jsonbody import InvalidJSON, decode_answer
+from hookgate.masking import CREDENTIAL_MIN_CHARS, header_credentials, mask
 from hookgate.obs.logging import clean_text
 from hookgate.signing import standard_webhooks_key
 
 DESCRIPTION_MAX_CHARS = 200
 USER_AGENT = f"hookgate/{__version__}"
 RETRYABLE_STATUSES = frozenset({408, 429})
-MASK = "***"
 ECHO_MASK = "[text]"  # where an error quoted the delivered text
 
 
@@ -99,16 +99,7 @@ def clip(text: str, limit: int = DESCRIPTION_MAX_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def mask(text: str, secrets: Sequence[str]) -> str:
-    """Every occurrence of every secret value replaced by ``***`` (longest first)."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, MASK)
-    return text
-
-
 _PLAIN_HEADERS = frozenset({"content-type", "user-agent", "webhook-id", "webhook-timestamp"})
-CREDENTIAL_MIN_CHARS = 8  # a header value this long may be a credential: masked where an error quotes it
 URL_PIECE_MIN_CHARS = 16  # a secret URL's path segment or query value this long is masked on its own
 ECHO_MIN_CHARS = 12  # a quoted piece of the text this long is masked wherever it is in an error
 ECHO_SHORT_MIN_CHARS = 8  # a shorter text is masked only whole, and only from this length
@@ -237,10 +228,7 @@ class HttpAdapter:
     def _scrubbed(self, exc: DeliveryError, text: str, request: Request) -> DeliveryError:
         """A remote API's error as hookgate keeps and logs it: the API may quote what it was sent, so
         the request's credential headers (configured ones included) and the text are taken out."""
-        quoted = [v for k, v in request.headers.items() if k.lower() not in _PLAIN_HEADERS]
-        quoted += [v.split(" ", 1)[1] for v in quoted if " " in v.strip()]  # "Bearer <token>": the token too
-        # a short value (X-Api-Version: 2) is no credential, and masking it would garble the error
-        quoted = [v for v in quoted if len(v.strip()) >= CREDENTIAL_MIN_CHARS]
+        quoted = header_credentials(request.headers.items(), _PLAIN_HEADERS)
         message = mask_echo(mask(exc.message, quoted), text)
         if message == exc.message:
             return exc
@@ -400,9 +388,9 @@ class TelegramAdapter(HttpAdapter):
 
     def body_retry_after(self, answer: Any) -> float | None:
         value = dig(answer, "parameters", "retry_after")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return None
-        return max(0.0, float(value))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            return None  # as a negative Retry-After: no usable value, the usual wait
+        return float(value)
 
 
 class SlackAdapter(HttpAdapter):

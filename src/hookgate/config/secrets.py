@@ -52,9 +52,14 @@ def parse_ref(raw: Mapping[str, Any], secrets_cfg: Mapping[str, Any]) -> SecretR
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _clean(value: str | None, empty_error: str) -> Outcome:
+def _clean(value: str | None, empty_error: str, unpaired_error: str) -> Outcome:
+    """The trimmed value, or the error: empty, or holding an unpaired surrogate (a JSON ``"\ud800"`` of
+    an exec answer, an environment byte that is no UTF-8): no UTF-8 encoder takes it, and a token
+    is compared as UTF-8 bytes."""
     if value is None or not value.strip():
         return None, empty_error
+    if _SURROGATE.search(value):
+        return None, unpaired_error
     return value.strip(), None
 
 
@@ -73,7 +78,8 @@ def _resolve_env(
                 f'Environment variable "{ref_id}" is not allowlisted in secrets.providers.{name}.allowlist.',
             )
             continue
-        out[ref_id] = _clean(environ.get(ref_id), f'Environment variable "{ref_id}" is missing or empty.')
+        out[ref_id] = _clean(environ.get(ref_id), f'Environment variable "{ref_id}" is missing or empty.',
+                             f'Environment variable "{ref_id}" is not valid UTF-8.')
     return out
 
 
@@ -156,6 +162,8 @@ def _resolve_file(name: str, cfg: Mapping[str, Any], ids: list[str]) -> dict[str
             out[ref_id] = fail("value is not a string")
         elif not node.strip():
             out[ref_id] = fail("value is empty")
+        elif _SURROGATE.search(node):
+            out[ref_id] = fail("value holds an unpaired surrogate")
         else:
             out[ref_id] = (node.strip(), None)
     return out
@@ -281,12 +289,10 @@ def _parse_exec_output(name: str, cfg: Mapping[str, Any], raw: bytes, ids: list[
         doc = json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
         if single:
-            return {
-                ids[0]: _clean(text, f'Exec provider "{name}" failed for id "{ids[0]}" (value is empty).')
-            }
+            return {ids[0]: _clean(text, *_exec_value_errors(name, ids[0]))}
         raise _ExecFailure(invalid) from None
     if single and isinstance(doc, str):
-        return {ids[0]: _clean(doc, f'Exec provider "{name}" failed for id "{ids[0]}" (value is empty).')}
+        return {ids[0]: _clean(doc, *_exec_value_errors(name, ids[0]))}
     if (
         not isinstance(doc, dict)
         or doc.get("protocolVersion") != 1
@@ -309,8 +315,13 @@ def _parse_exec_output(name: str, cfg: Mapping[str, Any], raw: bytes, ids: list[
         elif not isinstance(values[ref_id], str):
             out[ref_id] = (None, f"{failed} (value is not a string).")
         else:
-            out[ref_id] = _clean(values[ref_id], f"{failed} (value is empty).")
+            out[ref_id] = _clean(values[ref_id], *_exec_value_errors(name, ref_id))
     return out
+
+
+def _exec_value_errors(name: str, ref_id: str) -> tuple[str, str]:
+    failed = f'Exec provider "{name}" failed for id "{ref_id}"'
+    return f"{failed} (value is empty).", f"{failed} (value holds an unpaired surrogate)."
 
 
 def _resolve_exec(
@@ -397,7 +408,7 @@ def resolve_secret_inputs(
     result: dict[str, SecretSource] = {}
     for key_path, raw in inputs:
         if isinstance(raw, str):
-            value, error = _clean(raw, "secret value is empty")
+            value, error = _clean(raw, "secret value is empty", "secret value holds an unpaired surrogate")
             result[key_path] = SecretSource(key_path, "string", value, error)
         else:
             refs[key_path] = parse_ref(raw, secrets_cfg)
@@ -417,8 +428,6 @@ def resolve_secret_inputs(
             outcomes = {key: fut.result() for key, fut in futures.items()}
     for key_path, ref in refs.items():
         value, error = outcomes[(ref.source, ref.provider)][ref.id]
-        if value is not None and _SURROGATE.search(value):  # a JSON "\ud800" of a file or an exec answer
-            value, error = None, f'Secret "{ref.label}" holds an unpaired surrogate: it is no Unicode text.'
         result[key_path] = SecretSource(key_path, ref.label, value, error)
     return {key_path: result[key_path] for key_path, _ in inputs}
 

@@ -184,7 +184,9 @@ class Store(Protocol):
     """Durable state of one hookgate deployment. Every write method is one transaction."""
 
     async def open(self, role: StoreRole = "serve") -> None:
-        """Open (and migrate) the store. ``serve`` takes the single-serve lock; ``cli`` does not."""
+        """Open (and migrate) the store. ``serve`` takes the single-serve lock; ``cli`` does not; ``read``
+        (a command that only reads) neither creates, migrates nor writes: the store must exist and
+        hold this code's schema (``StoreOpenError`` otherwise)."""
 
     async def close(self) -> None:
         """Finish every submitted write, close connections and release the lock."""

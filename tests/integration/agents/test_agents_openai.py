@@ -221,6 +221,11 @@ async def test_an_error_quoting_the_api_key_is_masked_and_on_one_line(model_api:
     with pytest.raises(AgentRuntimeError) as info:
         await rt.complete(request())
     assert info.value.message == "openai: HTTP 401: Incorrect API key provided: ***. Header X-Org ***."
+    # a key where the text is cut (200 characters): masked before the cut, so no prefix of it survives
+    model_api.respond = lambda req: (401, {"error": {"message": "x" * 190 + " sk-test-0123456789 rejected"}})
+    with pytest.raises(AgentRuntimeError) as info:
+        await rt.complete(request())
+    assert "sk-" not in info.value.message and "x *** rej" in info.value.message, info.value.message
 
 
 @pytest.mark.parametrize(("status", "body", "message"), [

@@ -353,6 +353,11 @@ async def test_telegram_retry_after_from_the_body(fake_api: FakeApi, http: httpx
     exc, _ = await failing_send(make(CASE["telegram"], fake_api.url, http), CASE["telegram"], ["hi"])
     assert exc.retryable and exc.retry_after == 7
     assert exc.message == "telegram: HTTP 429: Too Many Requests: retry after 7"
+    # a negative one is no value, as a negative Retry-After header: the usual wait (it was 0: at once)
+    fake_api.respond = lambda req: Reply(429, {"ok": False, "error_code": 429, "description": "slow down",
+                                               "parameters": {"retry_after": -5}})
+    exc, _ = await failing_send(make(CASE["telegram"], fake_api.url, http), CASE["telegram"], ["hi"])
+    assert exc.retryable and exc.retry_after is None
 
 
 @pytest.mark.parametrize("channel", ["telegram", "slack"])

@@ -190,4 +190,10 @@ def test_a_file_secret_holding_an_unpaired_surrogate_is_unresolved(kit: Kit) -> 
     secrets = file_cfg(path)
     assert resolve({"source": "file", "id": "/pair"}, secrets) == ("x\U0001f680y", None)
     assert resolve({"source": "file", "id": "/lone"}, secrets) == (
-        None, 'Secret "file:default:/lone" holds an unpaired surrogate: it is no Unicode text.')
+        None, f'File provider "default" cannot use {path}: value holds an unpaired surrogate.')
+
+
+def test_env_value_that_is_no_utf8() -> None:
+    # os.environ holds a byte that is no UTF-8 as a lone surrogate (surrogateescape)
+    assert resolve({"source": "env", "id": "X"}, cfg(), {"X": "a\udcffb"}) == (
+        None, 'Environment variable "X" is not valid UTF-8.')

@@ -253,3 +253,13 @@ def test_exec_through_config_for_route(kit: Kit) -> None:
     assert r.auth.secrets == ("route/r-value",)
     assert q.skipped_reason == 'Exec provider "vault" failed for id "bad" (denied).'
     assert [x.source for x in s.secret_inputs] == ["exec:vault:route/r", "exec:vault:bad"]
+
+
+def test_a_value_holding_an_unpaired_surrogate_is_unresolved(kit: Kit) -> None:
+    """A JSON ``"\\ud800"`` decodes to a lone surrogate, which no UTF-8 encoder takes (a token is
+    compared as UTF-8 bytes): the exec protocol's own error form, a pair is its character."""
+    cmd = kit.script("provider.py", 'print(\'{"protocolVersion": 1, "values": {"lone": "a\\\\ud800", '
+                                    '"pair": "x\\\\ud83d\\\\ude80y"}}\')\n')
+    out = resolve(["lone", "pair"], exec_cfg(cmd))
+    assert out["pair"] == ("x\U0001f680y", None)
+    assert out["lone"] == (None, 'Exec provider "ex" failed for id "lone" (value holds an unpaired surrogate).')
