@@ -33,6 +33,7 @@ ECHO_DEFAULT_MODEL = "echo-1"
 ECHO_MAX_SLEEP_SECONDS = 3600.0
 COMMAND_OUTPUT_MAX_BYTES = 1_048_576
 COMMAND_KILL_GRACE_SECONDS = 5.0
+COMMAND_EXIT_DRAIN_SECONDS = 1.0  # after a command exits, how long its stdout may stay open (a child holding it)
 COMMAND_PROTOCOL_VERSION = 1
 KINDS = ("echo", "openai", "anthropic", "command")
 HTTP_KINDS = ("openai", "anthropic")

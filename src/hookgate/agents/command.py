@@ -8,7 +8,9 @@ trailing newlines; in ``json`` mode a stdout that is a JSON object with a string
 Errors (never retryable): exit status ≠ 0 → ``command exited with code <n>`` (a negative ``n`` is
 the signal that ended it); more than 1 MiB of stdout → ``command output exceeded 1048576 bytes``
 (the process group is killed at once). Cancelling the call (the run timeout) sends SIGTERM to the
-process group, SIGKILL after 5 s, and reaps the process before the cancellation propagates.
+process group, SIGKILL after 5 s, and reaps the process before the cancellation propagates. Once the
+command has exited, stdout has 1 s to end; a child still holding it then (``sleep 60 &``) is killed
+with the rest of the group, and what was read is the reply.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import msgspec
 
 from hookgate.agents.base import (
+    COMMAND_EXIT_DRAIN_SECONDS,
     COMMAND_KILL_GRACE_SECONDS,
     COMMAND_OUTPUT_MAX_BYTES,
     COMMAND_PROTOCOL_VERSION,
@@ -76,6 +79,9 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
+_EXIT_POLL_SECONDS = 0.1  # how often a running command is checked for having exited
+
+
 async def _discard(stream: asyncio.StreamReader | None) -> None:
     if stream is None:
         return
@@ -121,17 +127,16 @@ async def _feed(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
         stdin.close()
 
 
-async def _read_capped(stdout: asyncio.StreamReader | None, limit: int) -> bytes:
+async def _read_capped(stdout: asyncio.StreamReader | None, limit: int, chunks: list[bytes]) -> None:
+    """stdout until its end into ``chunks`` (what was read stays there if this is cancelled)."""
     if stdout is None:
-        return b""
-    chunks: list[bytes] = []
+        return
     size = 0
     while chunk := await stdout.read(_READ_CHUNK):
         size += len(chunk)
         if size > limit:
             raise _OutputTooLarge
         chunks.append(chunk)
-    return b"".join(chunks)
 
 
 class CommandRuntime:
@@ -148,6 +153,7 @@ class CommandRuntime:
         self.cwd = str(cwd) if cwd else None
         self.output_limit = COMMAND_OUTPUT_MAX_BYTES
         self.kill_grace = COMMAND_KILL_GRACE_SECONDS
+        self.exit_drain_seconds = COMMAND_EXIT_DRAIN_SECONDS
 
     def environment(self, request: RuntimeRequest) -> dict[str, str]:
         env = {name: os.environ[name] for name in self.pass_env if name in os.environ}
@@ -205,15 +211,36 @@ class CommandRuntime:
         return parse_reply(stdout, self.input_mode)
 
     async def _communicate(self, proc: asyncio.subprocess.Process, data: bytes) -> bytes:
+        """Feed stdin, read stdout to its end, reap the process. A command that exits while a child it
+        started (``sleep 60 &``) still holds stdout would keep the pipe open, and the run waiting,
+        until the run's timeout: once the command has exited, stdout gets ``exit_drain_seconds`` to
+        end, then what was read is the reply and the stragglers of its process group are killed."""
         writer = asyncio.create_task(_feed(proc.stdin, data))
+        chunks: list[bytes] = []
+        reader = asyncio.create_task(_read_capped(proc.stdout, self.output_limit, chunks))
         try:
-            stdout = await _read_capped(proc.stdout, self.output_limit)
+            exited_at: float | None = None
+            while not reader.done():
+                await asyncio.wait({reader}, timeout=_EXIT_POLL_SECONDS)
+                if reader.done() or proc.returncode is None:
+                    continue
+                now = asyncio.get_running_loop().time()
+                if exited_at is None:
+                    exited_at = now
+                elif now - exited_at >= self.exit_drain_seconds:
+                    reader.cancel()
+                    _signal_group(proc, signal.SIGKILL)  # the stragglers: their pipe ends close
+                    await asyncio.gather(reader, return_exceptions=True)
+                    break
+            if not reader.cancelled():
+                reader.result()  # _OutputTooLarge, or the reader's own failure
             await proc.wait()
-            return stdout
+            return b"".join(chunks)
         finally:
-            if not writer.done():
-                writer.cancel()
-            await asyncio.gather(writer, return_exceptions=True)
+            for task in (reader, writer):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(reader, writer, return_exceptions=True)
 
     async def aclose(self) -> None:
         return None

@@ -235,6 +235,28 @@ while True:
     )
 
 
+async def test_a_child_left_holding_stdout_does_not_hold_the_run(tmp_path: Path) -> None:
+    """The command prints its reply and exits 0, leaving `sleep 60 &` with its stdout: the run waited
+    for the pipe's end until its timeout (`timed_out`). Now stdout gets a second after the exit;
+    the reply is what was read, and the straggler goes with the rest of the process group."""
+    pid_file = tmp_path / "child.pid"
+    argv = shell_script(tmp_path, f'printf "done"\nsleep 60 &\necho $! > {pid_file}\n')
+    start = time.monotonic()
+    assert await runtime(argv).complete(request()) == "done"
+    assert time.monotonic() - start < 5
+    child = int(pid_file.read_text())
+    assert await _gone(child), "the background child still runs"
+
+
+async def _gone(pid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
 async def test_cancellation_terminates_a_cooperative_process(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     argv = cooperative_script(tmp_path, marks)
