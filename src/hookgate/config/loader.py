@@ -467,13 +467,17 @@ def join_surrogates(value: Any, path: str, errors: list[str]) -> Any:
         return _SURROGATE.sub("\ufffd", joined)
     if isinstance(value, dict):
         if any(_SURROGATE.search(key) for key in value):
-            mended = type(value)()
-            if isinstance(value, _Repeated) and isinstance(mended, _Repeated):  # its names, mended too
-                mended.repeated = tuple(join_surrogates(key, "", []) for key in value.repeated)
+            mended = _Repeated()
+            repeated = [join_surrogates(key, "", []) for key in getattr(value, "repeated", ())]  # mended too
             for key, item in value.items():
                 shown = join(path, key.encode("utf-8", "backslashreplace").decode())
+                before = len(errors)
                 new_key = join_surrogates(key, shown, errors)
-                mended[new_key] = join_surrogates(item, join(path, new_key), errors)
+                if new_key in mended and new_key not in repeated:  # "\uD83D\uDE80" beside "🚀": one key
+                    repeated.append(new_key)
+                # below a key in error, paths spell it as its line did
+                mended[new_key] = join_surrogates(item, shown if len(errors) > before else join(path, new_key), errors)
+            mended.repeated = tuple(repeated)
             return mended
         for key, item in value.items():
             value[key] = join_surrogates(item, join(path, key), errors)

@@ -606,6 +606,17 @@ def test_surrogate_escapes_pair_up_and_an_unpaired_one_is_an_error(kit: Kit) -> 
         "agents.\\udc00x: must not contain an unpaired surrogate (\\udc00)",
         "agents.\ufffdx: unknown key",
     ]
+    # a key written as an escape pair and as its character is one key, repeated: the last value wins
+    settings = kit.load('{agents: {defaults: {models: {"openai/\\ud83d\\ude80": {alias: "a"}, '
+                        '"openai/🚀": {alias: "b"}}}}}')
+    assert settings.agents.models == {"openai/🚀": {"alias": "b"}}
+    assert 'agents.defaults.models: key "openai/🚀" appears more than once; the last value is used' \
+        in settings.warnings, settings.warnings
+    # below a key in error, the paths spell it as its own line does
+    assert kit.errors('{agents: {"\\udc00x": {"a\\udc01": 1}}}')[:2] == [
+        "agents.\\udc00x: must not contain an unpaired surrogate (\\udc00)",
+        "agents.\\udc00x.a\\udc01: must not contain an unpaired surrogate (\\udc01)",
+    ]
     # from the environment: an undecodable byte reads as a lone surrogate (surrogateescape)
     assert kit.errors('{hooks: {enabled: true, token: "${TOK}"}}', env={"TOK": "a\udcffb"}) == [
         "hooks.token: must not contain an unpaired surrogate (\\udcff)",
