@@ -85,10 +85,16 @@ def _integral(value: float) -> int:
     return 0 if value == 0 else int(Decimal(repr(value)))
 
 
+# From this magnitude on an integral number keeps its exponent form (``1e+21``), as JavaScript prints
+# it: written out, ``1e308`` is 309 digits, and a body of them rendered into a template ~100 times
+# its own size (a 258 KB body became a 26 MB message).
+_WRITTEN_OUT_BELOW = 1e21
+
+
 def _number(value: float) -> str:
     if not math.isfinite(value):
         return ""  # not JSON data; never produced by the JSON decoder
-    if value.is_integer():
+    if value.is_integer() and abs(value) < _WRITTEN_OUT_BELOW:
         return str(_integral(value))
     return repr(value)
 
@@ -98,7 +104,8 @@ def _integral_floats_as_ints(value: Any) -> Any:
     its numbers by the same rule as a lone one (``[2.0,-0.0]`` → ``[2,0]``, as ``{{x}}`` of ``2.0``
     is ``2``)."""
     if isinstance(value, float):
-        return _integral(value) if math.isfinite(value) and value.is_integer() else value
+        integral = math.isfinite(value) and value.is_integer() and abs(value) < _WRITTEN_OUT_BELOW
+        return _integral(value) if integral else value
     if isinstance(value, dict):
         return {k: _integral_floats_as_ints(v) for k, v in value.items()}
     if isinstance(value, list):
