@@ -378,7 +378,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
         if not sep or not name.strip():
             _complain(f"error: --header must look like 'Name: value': {item}")
             return EXIT_USAGE
-        headers.append((name.strip(), value.strip()))
+        headers.append((name.strip(), value.strip(" \t")))  # as a server reads a field value (RFC 9110 §5.5)
     query: list[tuple[str, str]] = []
     for item in args.query:
         key, sep, value = item.partition("=")

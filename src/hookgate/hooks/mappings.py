@@ -100,11 +100,13 @@ class Lazy(Mapping[str, str]):
 
 
 def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Every header with a lower-cased name; repeated headers joined with ``", "``."""
+    """Every header with a lower-cased name and its value without the whitespace around it (RFC 9110
+    §5.5: spaces and tabs around a field value are not part of it; the HTTP parser leaves trailing
+    ones, and ``hooks test`` trimmed them); repeated headers joined with ``", "``."""
     out: dict[str, str] = {}
     for name, value in raw:
         key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
+        text = value.strip(b" \t").decode("latin-1")
         out[key] = f"{out[key]}, {text}" if key in out else text
     return out
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config
+from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, raw_request
 
 TRANSFORM = """
 import time
@@ -120,6 +120,22 @@ def test_mapped_routes(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
     assert "secret payload detail" not in gw.stderr()
     assert 'hookgate_transform_duration_seconds_count{mapping="t"}' in metrics
     assert any(e.get("event") == "http.request" and e.get("route") == "mapping:t" for e in gw.log_events())
+
+
+def test_a_header_value_is_read_without_the_whitespace_around_it(gateway_factory: GatewayFactory,
+                                                               tmp_path: Path) -> None:
+    """RFC 9110 §5.5: spaces and tabs around a field value are not part of it. The HTTP parser left the
+    trailing ones, so `{{headers.x-foo}}` and a transform's ctx.headers saw `foo \t` where `hookgate
+    hooks test` (and Node.js) gave `foo`."""
+    cfg = config(tmp_path)
+    cfg["hooks"]["mappings"].insert(0, {"match": {"path": "hdr"}, "action": "wake", "textTemplate": "<{{headers.x-foo}}>"})
+    gw = gateway_factory(cfg)
+    head = (b"POST /hooks/hdr HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hook-secret\r\n"
+            b"X-Foo:  foo \t \r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+    out, _ = raw_request(gw.port, head)
+    assert out.startswith(b"HTTP/1.1 200"), out
+    with db(gw) as conn:
+        assert [t for (t,) in conn.execute("SELECT text FROM system_events")] == ["<foo>"]
 
 
 def test_slow_transform_times_out_while_server_answers(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
