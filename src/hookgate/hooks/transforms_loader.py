@@ -175,12 +175,14 @@ class _Inbox:
     """
 
     TICK = 0.01
+    QUEUE_WAIT_MAX = 30.0  # how much longer than its timeout a call may wait for a free thread
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._done: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
         self._scheduled = False
-        self._deadlines: dict[asyncio.Future[Any], float] = {}  # the calls in flight
+        # the calls in flight: their deadline, timeout and start cell (``_Pool.call``)
+        self._deadlines: dict[asyncio.Future[Any], tuple[float, float, list[float]]] = {}
         self._ticking: asyncio.TimerHandle | None = None
         self.grow_check: asyncio.TimerHandle | None = None  # the pool's pending look at its threads
         self.wake_pending = False  # the pool's threads are woken at the end of this loop iteration
@@ -207,10 +209,13 @@ class _Inbox:
             else:
                 future.set_result(result)
 
-    def deadline(self, future: asyncio.Future[Any], timeout: float) -> None:
-        """Fail ``future`` with ``TimeoutError`` once ``timeout`` has passed, unless ``forget``-ten
-        first."""
-        self._deadlines[future] = self.loop.time() + timeout
+    def deadline(self, future: asyncio.Future[Any], timeout: float, started: list[float]) -> None:
+        """Fail ``future`` with ``TimeoutError`` once its call has run ``timeout`` seconds, unless
+        ``forget``-ten first. ``started[0]`` is set (``time.monotonic()``) by the thread that takes the
+        call: a call still waiting for a thread — every one busy with slow transforms, perhaps of other
+        mappings — is not failed for that wait (hooks.md §6.5 bounds the call), but for at most
+        ``QUEUE_WAIT_MAX`` seconds more."""
+        self._deadlines[future] = (self.loop.time() + timeout, timeout, started)
         if self._ticking is None:
             self._ticking = self.loop.call_later(self.TICK, self._tick)
 
@@ -220,8 +225,15 @@ class _Inbox:
     def _tick(self) -> None:
         """Every ``TICK`` while calls are in flight (a handful: one scan is cheaper than a timer each)."""
         now = self.loop.time()
-        expired = [future for future, deadline in self._deadlines.items() if deadline <= now]
+        expired = [future for future, (deadline, _, _) in self._deadlines.items() if deadline <= now]
         for future in expired:
+            deadline, timeout, started = self._deadlines[future]
+            if started[0]:  # running: its own time counts from when a thread took it
+                if started[0] + timeout > now:
+                    self._deadlines[future] = (started[0] + timeout, timeout, started)
+                    continue
+            elif now < deadline + self.QUEUE_WAIT_MAX:  # still waiting for a thread
+                continue
             del self._deadlines[future]
             if not future.done():
                 future.set_exception(TimeoutError())
@@ -248,7 +260,7 @@ class _Pool:
         # Calls wait in a deque; waiting threads are notified once per event-loop iteration for all
         # the calls made in it, so a burst of calls costs one thread wake-up and one GIL hand-over,
         # not one each. A busy thread takes the next call without being notified.
-        self._calls: deque[tuple[_Inbox, asyncio.Future[Any], Callable[..., Any], Any]] = deque()
+        self._calls: deque[tuple[_Inbox, asyncio.Future[Any], Callable[..., Any], Any, list[float]]] = deque()
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
         self._threads = 0
@@ -268,11 +280,12 @@ class _Pool:
         loop = asyncio.get_running_loop()
         inbox = self._inbox(loop)
         future: asyncio.Future[Any] = loop.create_future()
-        self._calls.append((inbox, future, fn, arg))
+        started = [0.0]  # set by the thread that takes the call
+        self._calls.append((inbox, future, fn, arg, started))
         if not inbox.wake_pending:
             inbox.wake_pending = True
             loop.call_soon(self._wake, inbox)
-        inbox.deadline(future, timeout)
+        inbox.deadline(future, timeout, started)
         try:
             return await future
         finally:
@@ -314,8 +327,10 @@ class _Pool:
                     self._idle += 1
                     self._ready.wait()
                     self._idle -= 1
-                inbox, future, fn, arg = calls.popleft()
-                busy[me] = time.monotonic()
+                inbox, future, fn, arg, started = calls.popleft()
+                if future.done():  # it gave up waiting (or its request went away): not run at all
+                    continue
+                busy[me] = started[0] = time.monotonic()
             try:
                 result, error = fn(arg), None
             except BaseException as exc:  # noqa: BLE001 - reported to the awaiting request, never raised here
@@ -323,7 +338,7 @@ class _Pool:
             with self._lock:
                 del busy[me]
             inbox.post(future, result, error)
-            del inbox, future, fn, arg, result, error
+            del inbox, future, fn, arg, started, result, error
 
 
 _POOL = _Pool()

@@ -65,3 +65,37 @@ async def test_errors_reach_the_caller() -> None:
 
     with pytest.raises(ValueError, match="nope"):
         await _Pool().call(boom, None, 1.0)
+
+
+async def test_a_call_waiting_for_a_free_thread_is_not_timed_out_for_the_wait() -> None:
+    """hooks.md §6.5 bounds a transform's call. With every thread held by slow calls (timed-out ones
+    keep their thread until they return: 33 slow calls of one mapping did it), a quick call of
+    another mapping failed with TimeoutError while it was only waiting; it now waits and runs."""
+    pool = _Pool()
+    pool.MAX_THREADS = 2
+    loop = asyncio.get_running_loop()
+    slow = [asyncio.ensure_future(pool.call(sleepy, 1.0, 0.3)) for _ in range(2)]
+    await asyncio.sleep(0.1)  # both threads busy
+    began = loop.time()
+    assert await pool.call(quick, 21, 0.3) == 42
+    assert loop.time() - began >= 0.5  # it waited for a thread, longer than its own timeout
+    for call in slow:
+        with pytest.raises(TimeoutError):
+            await call
+    assert pool._threads == 2
+
+
+async def test_a_call_that_waits_too_long_for_a_thread_fails_and_never_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hookgate.hooks import transforms_loader
+
+    monkeypatch.setattr(transforms_loader._Inbox, "QUEUE_WAIT_MAX", 0.2)
+    pool = _Pool()
+    pool.MAX_THREADS = 1
+    ran: list[int] = []
+    slow = asyncio.ensure_future(pool.call(sleepy, 1.5, 5.0))
+    await asyncio.sleep(0.1)
+    with pytest.raises(TimeoutError):
+        await pool.call(ran.append, 1, 0.2)  # 0.2 s of timeout + 0.2 s of waiting for a thread
+    assert await slow == 1.5
+    await asyncio.sleep(0.1)
+    assert ran == []  # its request gave up: the thread that came free did not run it
