@@ -199,7 +199,7 @@ def _complain(text: str) -> None:
 
 def _print_config_errors(exc: ConfigError) -> None:
     for line in exc.lines:
-        print(f"error: {_one_line(line)}", file=sys.stderr)
+        _complain(f"error: {line}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,16 +255,15 @@ class _GuardedOutput:
         self.inner = inner
 
     def write(self, text: str) -> Any:
-        try:
-            return self.inner.write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise _OutputFailed from exc
+        return self._guarded(self.inner.write, text)
 
     def flush(self) -> None:
+        self._guarded(self.inner.flush)
+
+    @staticmethod
+    def _guarded(call: Callable[..., Any], *args: Any) -> Any:
         try:
-            self.inner.flush()
+            return call(*args)
         except BrokenPipeError:
             raise
         except OSError as exc:
@@ -328,7 +327,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         for warning in [*warnings, *(unresolved_secret_warnings(settings) if settings is not None else [])]:
             print(f"warning: {_one_line(warning)}")
         for line in errors:
-            print(f"error: {_one_line(line)}", file=sys.stderr)
+            _complain(f"error: {line}")
         if errors or settings is None:
             return EXIT_USAGE
         print(f"config OK: {settings.config_path or '(no file: empty config)'}")

@@ -124,30 +124,23 @@ def replace_lone_surrogates(data: bytes | str) -> bytes | str | None:
     surrogate as U+FFFD, what an UTF-8 encoder writes for it (WHATWG ``TextEncoder``). An escape
     counts only after an even run of backslashes, so ``\\\\ud800`` (an escaped backslash, then text)
     is none. The replacement has the escape's length: msgspec's byte offsets still hold."""
+    quick: Any
+    escape: Any
+    fffd: Any
+    if isinstance(data, bytes):
+        quick, escape, fffd = _SURROGATE_B, _SURROGATE_ESCAPE_B, b"\\ufffd"
+    else:
+        quick, escape, fffd = _SURROGATE_S, _SURROGATE_ESCAPE_S, "\\ufffd"
+    if not quick.search(data):
+        return None
     replaced = False
 
-    if isinstance(data, bytes):
-        if not _SURROGATE_B.search(data):
-            return None
-
-        def mend_b(m: re.Match[bytes]) -> bytes:
-            nonlocal replaced
-            if m.group(3) is not None:  # a pair
-                return m.group(0)
-            replaced = True
-            return (m.group(1) if m.group(2) is not None else m.group(4)) + b"\\ufffd"
-
-        out_b = _SURROGATE_ESCAPE_B.sub(mend_b, data)
-        return out_b if replaced else None
-    if not _SURROGATE_S.search(data):
-        return None
-
-    def mend_s(m: re.Match[str]) -> str:
+    def mend(m: Any) -> Any:
         nonlocal replaced
-        if m.group(3) is not None:
+        if m.group(3) is not None:  # a pair
             return m.group(0)
         replaced = True
-        return (m.group(1) if m.group(2) is not None else m.group(4)) + "\\ufffd"
+        return (m.group(1) if m.group(2) is not None else m.group(4)) + fffd
 
-    out_s = _SURROGATE_ESCAPE_S.sub(mend_s, data)
-    return out_s if replaced else None
+    out = escape.sub(mend, data)
+    return out if replaced else None

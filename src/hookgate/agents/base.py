@@ -11,13 +11,13 @@ whether that runtime is usable at all (secrets resolved, command present) before
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hookgate.config.settings import AgentSettings
 from hookgate.errors import HookgateError
+from hookgate.obs.logging import clean_text
 
 if TYPE_CHECKING:
     import httpx  # loaded with the HTTP runtimes only, not at start-up
@@ -91,12 +91,10 @@ def configured_model_id(config: dict[str, Any], provider: str) -> str | None:
 
 
 def clip_error_message(text: str) -> str:
-    """Control characters → space, whitespace collapsed, cut to ``ERROR_MESSAGE_MAX_CHARS`` characters:
-    a provider's text becomes the run's stored error and the summary the main session reads."""
-    return " ".join(_CONTROL.sub(" ", text).split())[:ERROR_MESSAGE_MAX_CHARS]
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+    """Control characters → space, whitespace collapsed, cut to ``ERROR_MESSAGE_MAX_CHARS`` characters
+    (``clean_text``): a provider's text becomes the run's stored error and the summary the main
+    session reads."""
+    return clean_text(text, ERROR_MESSAGE_MAX_CHARS)
 
 
 class UnknownRuntime:

@@ -36,7 +36,17 @@ from hookgate.config.settings import (
     Settings,
     StorageSettings,
 )
-from hookgate.config.validate import INVALID, UNSET, Context, Map, Secret, join, json_type
+from hookgate.config.validate import (
+    INVALID,
+    SURROGATE,
+    UNSET,
+    Context,
+    Map,
+    Secret,
+    join,
+    json_type,
+    unpaired_surrogate,
+)
 from hookgate.errors import ConfigError
 
 CONFIG_ENV = "HOOKGATE_CONFIG"
@@ -87,9 +97,8 @@ def substitute_env(value: Any, path: str, environ: Mapping[str, str], errors: li
             return environ[name]
 
         out = _ENV_REF.sub(repl, value)
-        if out is not value and _SURROGATE.search(out):  # an undecodable byte of the environment
-            lone = ord(_SURROGATE.search(out).group())  # type: ignore[union-attr]
-            errors.append(f"{path}: {UNPAIRED_SURROGATE} (\\u{lone:04x})")
+        if out is not value and (lone := SURROGATE.search(out)):  # an undecodable byte of the environment
+            errors.append(unpaired_surrogate(path, lone.group()))
         return UNSET if len(errors) > before else out
     if isinstance(value, dict):
         return {k: substitute_env(v, join(path, str(k)), environ, errors) for k, v in value.items()}
@@ -446,10 +455,6 @@ def load_settings(
     return replace(settings, warnings=(*repeated, *settings.warnings)) if repeated else settings
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-UNPAIRED_SURROGATE = "must not contain an unpaired surrogate"
-
-
 def join_surrogates(value: Any, path: str, errors: list[str]) -> Any:
     """Every string (key or value) with its ``\\uD83D\\uDE80`` escape pairs as the characters they
     stand for, as JSON5 means them: the json5 parser leaves each escape a lone UTF-16 surrogate, and
@@ -458,15 +463,15 @@ def join_surrogates(value: Any, path: str, errors: list[str]) -> Any:
     surrogate (\\ud800)``) and reads as U+FFFD meanwhile, so the other checks still run. Nothing is
     rebuilt in a config without surrogates."""
     if isinstance(value, str):
-        if not _SURROGATE.search(value):
+        if not SURROGATE.search(value):
             return value
         joined = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-        if (lone := _SURROGATE.search(joined)) is None:
+        if (lone := SURROGATE.search(joined)) is None:
             return joined
-        errors.append(f"{path or 'config'}: {UNPAIRED_SURROGATE} (\\u{ord(lone.group()):04x})")
-        return _SURROGATE.sub("\ufffd", joined)
+        errors.append(unpaired_surrogate(path or "config", lone.group()))
+        return SURROGATE.sub("\ufffd", joined)
     if isinstance(value, dict):
-        if any(_SURROGATE.search(key) for key in value):
+        if any(SURROGATE.search(key) for key in value):
             mended = _Repeated()
             repeated = [join_surrogates(key, "", []) for key in getattr(value, "repeated", ())]  # mended too
             for key, item in value.items():

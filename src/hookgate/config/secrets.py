@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hookgate.config.settings import SecretSource, Settings
+from hookgate.config.validate import SURROGATE
 
 _EXEC_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$")
 _CHUNK = 65_536
@@ -49,16 +50,13 @@ def parse_ref(raw: Mapping[str, Any], secrets_cfg: Mapping[str, Any]) -> SecretR
     return SecretRef(source=source, provider=provider.strip(), id=str(raw["id"]))
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _clean(value: str | None, empty_error: str, unpaired_error: str) -> Outcome:
     """The trimmed value, or the error: empty, or holding an unpaired surrogate (a JSON ``"\ud800"`` of
     an exec answer, an environment byte that is no UTF-8): no UTF-8 encoder takes it, and a token
     is compared as UTF-8 bytes."""
     if value is None or not value.strip():
         return None, empty_error
-    if _SURROGATE.search(value):
+    if SURROGATE.search(value):
         return None, unpaired_error
     return value.strip(), None
 
@@ -162,7 +160,7 @@ def _resolve_file(name: str, cfg: Mapping[str, Any], ids: list[str]) -> dict[str
             out[ref_id] = fail("value is not a string")
         elif not node.strip():
             out[ref_id] = fail("value is empty")
-        elif _SURROGATE.search(node):
+        elif SURROGATE.search(node):
             out[ref_id] = fail("value holds an unpaired surrogate")
         else:
             out[ref_id] = (node.strip(), None)

@@ -8,11 +8,21 @@ defaults filled in (the *effective* config) or ``INVALID`` after recording error
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from hookgate.jsonbody import out_of_int64
+
+# A UTF-16 surrogate in a str: what json5 and json make of a ``"\ud800"`` escape (json5 of each half of a
+# pair, too), and what ``os.environ`` makes of a byte that is no UTF-8. No UTF-8 encoder takes one.
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unpaired_surrogate(path: str, char: str) -> str:
+    """The error line for an unpaired surrogate ``char`` at ``path``."""
+    return f"{path}: must not contain an unpaired surrogate (\\u{ord(char):04x})"
 
 
 class _Invalid:

@@ -163,21 +163,19 @@ class SqliteStore:
                 if role == "read":  # the file as it is: no migration, no journal mode, no new keys
                     conn.execute("PRAGMA query_only=ON")
                     check_current(conn)
-                    self.flow_ids = SeqIds(_id_key(conn, "flow_ids", create=False))
-                    self.run_ids = SeqIds(_id_key(conn, "run_ids", create=False))
-                    return conn
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
-                if role == "cli":
-                    # Checkpoints stay with the serve process's write connection, which checkpoints
-                    # and then restarts the WAL one after the other. A second connection
-                    # checkpointing beside it is what SQLite's WAL-reset race (3.7.0 – 3.51.2;
-                    # sqlite.org/wal.html) needs. A CLI command's connection still checkpoints when
-                    # it closes as the last one (no server running).
-                    conn.execute("PRAGMA wal_autocheckpoint=0")
-                migrate(conn, self._clock.now_ms())
-                self.flow_ids = SeqIds(_id_key(conn, "flow_ids"))
-                self.run_ids = SeqIds(_id_key(conn, "run_ids"))
+                else:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
+                    if role == "cli":
+                        # Checkpoints stay with the serve process's write connection, which
+                        # checkpoints and then restarts the WAL one after the other. A second
+                        # connection checkpointing beside it is what SQLite's WAL-reset race (3.7.0 –
+                        # 3.51.2; sqlite.org/wal.html) needs. A CLI command's connection still
+                        # checkpoints when it closes as the last one (no server running).
+                        conn.execute("PRAGMA wal_autocheckpoint=0")
+                    migrate(conn, self._clock.now_ms())
+                self.flow_ids = SeqIds(_id_key(conn, "flow_ids", create=role != "read"))
+                self.run_ids = SeqIds(_id_key(conn, "run_ids", create=role != "read"))
             except BaseException:
                 conn.close()
                 raise

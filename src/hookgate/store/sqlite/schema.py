@@ -88,7 +88,7 @@ def migrate(conn: sqlite3.Connection, now_ms: int, migrations: tuple[Migration, 
     conn.execute(Q["create_schema_migrations"])
     current = _version(conn)
     if current > latest:
-        raise StoreOpenError(f"database schema version {current} is newer than this hookgate ({latest})")
+        raise _newer(current, latest)
     for migration in migrations:
         if migration.version <= current:
             continue
@@ -128,13 +128,17 @@ def _version(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
+def _newer(current: int, latest: int) -> StoreOpenError:
+    return StoreOpenError(f"database schema version {current} is newer than this hookgate ({latest})")
+
+
 def check_current(conn: sqlite3.Connection, latest: int = LATEST_VERSION) -> None:
     """For a connection that must not change the file (a read-only command): the schema must be this
     code's, neither migrated here nor newer. Raises ``StoreOpenError``."""
     has_table = conn.execute(Q["has_schema_migrations"]).fetchone() is not None
     current = _version(conn) if has_table else 0
     if current > latest:
-        raise StoreOpenError(f"database schema version {current} is newer than this hookgate ({latest})")
+        raise _newer(current, latest)
     if current < latest:
         raise StoreOpenError(f"database schema version {current} is older than this hookgate ({latest}): "
                              "hookgate serve migrates it when it starts")
