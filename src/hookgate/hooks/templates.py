@@ -80,36 +80,47 @@ def walk(data: Any, steps: list[str | int]) -> Any:
     return value
 
 
-def _integral(value: float) -> int:
-    """An integral float as the integer its shortest round-trip form names (``1e21`` → 10**21)."""
-    return 0 if value == 0 else int(Decimal(repr(value)))
-
-
-# From this magnitude on an integral number keeps its exponent form (``1e+21``), as JavaScript prints
-# it: written out, ``1e308`` is 309 digits, and a body of them rendered into a template ~100 times
-# its own size (a 258 KB body became a 26 MB message).
-_WRITTEN_OUT_BELOW = 1e21
+def js_number(value: float) -> str:
+    """A finite number as JavaScript's ``String(n)`` and ``JSON.stringify`` write it (ECMA-262
+    Number::toString): the shortest digits that read back as ``value``, written out from 1e-6 up to
+    below 1e21 (``0.000001``, ``100000000000000000000``), else in exponent form with a signed,
+    unpadded exponent (``1e-7``, ``1.5e+300``); ``-0`` is ``0``. Python's ``repr`` differs below
+    1e-4 (``1e-05``) and in the exponent's form, and writes ``2.0`` where JavaScript writes ``2``."""
+    if value == 0:
+        return "0"
+    sign, digit_tuple, exponent = Decimal(repr(value)).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    k = len(digits)
+    n = int(exponent) + k  # value = 0.<digits> × 10^n (a finite value's exponent is an int)
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = f"{digits[:n]}.{digits[n:]}"
+    elif -6 < n <= 0:
+        text = f"0.{'0' * -n}{digits}"
+    else:
+        mantissa = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
+        text = f"{mantissa}e{'+' if n >= 1 else '-'}{abs(n - 1)}"
+    return f"-{text}" if sign else text
 
 
 def _number(value: float) -> str:
-    if not math.isfinite(value):
-        return ""  # not JSON data; never produced by the JSON decoder
-    if value.is_integer() and abs(value) < _WRITTEN_OUT_BELOW:
-        return str(_integral(value))
-    return repr(value)
+    # From 1e21 on an integral number keeps its exponent form (``1e+21``): written out, ``1e308`` is
+    # 309 digits, and a body of them rendered into a template ~100 times its own size (a 258 KB body
+    # became a 26 MB message).
+    return js_number(value) if math.isfinite(value) else ""  # never produced by the JSON decoder
 
 
-def _integral_floats_as_ints(value: Any) -> Any:
-    """``value`` with every integral float inside it an integer, so that an object or array renders
-    its numbers by the same rule as a lone one (``[2.0,-0.0]`` → ``[2,0]``, as ``{{x}}`` of ``2.0``
-    is ``2``)."""
+def _js_numbers(value: Any) -> Any:
+    """``value`` with every float inside it in its JavaScript form, so that an object or array
+    renders its numbers as ``JSON.stringify`` does and by the same rule as a lone one
+    (``[2.0,-0.0,1e21]`` → ``[2,0,1e+21]``, as ``{{x}}`` of ``2.0`` is ``2``)."""
     if isinstance(value, float):
-        integral = math.isfinite(value) and value.is_integer() and abs(value) < _WRITTEN_OUT_BELOW
-        return _integral(value) if integral else value
+        return msgspec.Raw(_number(value).encode("ascii")) if math.isfinite(value) else value
     if isinstance(value, dict):
-        return {k: _integral_floats_as_ints(v) for k, v in value.items()}
+        return {k: _js_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_integral_floats_as_ints(v) for v in value]
+        return [_js_numbers(v) for v in value]
     return value
 
 
@@ -127,7 +138,7 @@ def to_text(value: Any) -> str:
         return _number(value)
     if isinstance(value, dict | list):
         try:
-            return msgspec.json.encode(_integral_floats_as_ints(value)).decode("utf-8")
+            return msgspec.json.encode(_js_numbers(value)).decode("utf-8")
         except (TypeError, ValueError, OverflowError):
             return ""
     return ""

@@ -62,7 +62,7 @@ def test_value_rendering() -> None:
     p = {"n": None, "t": True, "f": False, "i": 42, "neg": -7, "x": 2.0, "y": 1.5, "big": 1e16, "tiny": 1e-7,
          "o": {"b": 1, "a": [1, "x"]}, "u": "héllo ✓", "arr": [1, "x"], "z": -0.0}
     assert r("{{n}}|{{missing}}|{{t}}|{{f}}|{{i}}|{{neg}}", p) == "||true|false|42|-7"
-    assert r("{{x}}|{{y}}|{{big}}|{{tiny}}|{{z}}", p) == "2|1.5|10000000000000000|1e-07|0"
+    assert r("{{x}}|{{y}}|{{big}}|{{tiny}}|{{z}}", p) == "2|1.5|10000000000000000|1e-7|0"
     assert r("{{o}}|{{arr}}|{{u}}", p) == '{"b":1,"a":[1,"x"]}|[1,"x"]|héllo ✓'
     assert to_text({"k": "é"}) == '{"k":"é"}'
     # inside an object or array an integral number follows the same rule as a lone one
@@ -73,8 +73,26 @@ def test_value_rendering() -> None:
     # a body of such numbers rendered ~100 times its own size
     huge = {"a": 1e21, "b": -1e308, "c": [1e21, 2.5e300]}
     assert r("{{a}}|{{b}}", huge) == "1e+21|-1e+308"
-    assert r("{{c}}", huge) == "[1e21,2.5e300]"
+    assert r("{{c}}", huge) == "[1e+21,2.5e+300]"
     assert r("{{x}}", {"x": 999999999999999900000.0}) == "999999999999999900000"
+
+
+# What JavaScript's String(n) and JSON.stringify write for these numbers (node 18, ECMA-262
+# Number::toString): written out from 1e-6 to below 1e21, else a signed, unpadded exponent.
+JS_NUMBERS = [
+    (1e-7, "1e-7"), (1e-6, "0.000001"), (1e-5, "0.00001"), (1.5e-6, "0.0000015"), (1.25e-7, "1.25e-7"),
+    (-0.000001234, "-0.000001234"), (0.1, "0.1"), (0.5, "0.5"), (100.0, "100"), (-0.0, "0"),
+    (1e16, "10000000000000000"), (123456789012345680000.0, "123456789012345680000"), (1e21, "1e+21"),
+    (-1e21, "-1e+21"), (1.5e300, "1.5e+300"), (5e-324, "5e-324"),
+    (1.7976931348623157e308, "1.7976931348623157e+308"), (0.30000000000000004, "0.30000000000000004"),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), JS_NUMBERS)
+def test_numbers_render_as_javascript_writes_them(value: float, expected: str) -> None:
+    assert r("{{x}}", {"x": value}) == expected
+    assert r("{{a}}", {"a": [value]}) == f"[{expected}]"
+    assert r("{{o}}", {"o": {"k": value}}) == f'{{"k":{expected}}}'
 
 
 def test_example_16() -> None:
