@@ -11,6 +11,8 @@ import time
 import pytest
 from gateway import HOOKS_TOKEN, RunningGateway, raw_request
 
+MAX_HEAD = 64 * 1024  # a request head's bytes (hookgate's limit, docs/operations.md)
+
 
 def test_pipelined_requests_are_answered_in_order(gateway: RunningGateway) -> None:
     requests = b"".join(
@@ -94,6 +96,61 @@ def test_a_request_head_past_64_kib_gets_431_and_the_connection_closed(gateway: 
     big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60_000 + b"\r\nConnection: close\r\n\r\n"
     received, closed = raw_request(gateway.port, big)
     assert received.startswith(b"HTTP/1.1 200 ") and closed
+
+
+@pytest.mark.parametrize("first", [1_000, 40_000, 65_000])
+def test_a_head_past_64_kib_in_two_reads_gets_431(gateway: RunningGateway, first: int) -> None:
+    """A head that never ends is refused once it is past 64 KiB, counting the read it began in: only
+    the reads after that one were counted, so a 40 KB read then a 30 KB one waited for the 15 s head
+    timeout, and up to twice the limit was read. A head just under the limit is still served."""
+    line = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: "
+    rest = MAX_HEAD - len(line) - first + 10  # past the limit by 10 bytes, the header never ended
+    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+    try:
+        sock.sendall(line + b"a" * first)
+        time.sleep(0.3)  # two reads
+        try:
+            sock.sendall(b"a" * rest)
+        except OSError:
+            pass
+        received, closed = _answer_and_close(sock, 5)
+    finally:
+        sock.close()
+    assert received.startswith(b"HTTP/1.1 431 ") and closed, received[:100]
+    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+    try:
+        sock.sendall(line + b"a" * first)
+        time.sleep(0.3)
+        sock.sendall(b"a" * (rest - 100) + b"\r\nConnection: close\r\n\r\n")  # 66 bytes under
+        received, closed = _answer_and_close(sock, 5)
+    finally:
+        sock.close()
+    assert received.startswith(b"HTTP/1.1 200 ") and closed, received[:100]
+
+
+def test_a_refusal_counts_its_latency_from_the_first_byte_of_its_request(gateway: RunningGateway) -> None:
+    """operations.md §3: `hookgate_ingest_latency_seconds` is "request start → response written, for
+    every response", and §2's access line has its `duration_ms`. A head that arrives over a second and
+    ends past 64 KiB took that second: the protocol's refusals (400, 408, 431) were recorded as 0 s."""
+    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=10)
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 40_000)
+        time.sleep(1.0)
+        try:
+            sock.sendall(b"a" * 30_000)
+        except OSError:
+            pass
+        received, closed = _answer_and_close(sock, 5)
+    finally:
+        sock.close()
+    assert received.startswith(b"HTTP/1.1 431 ") and closed
+    lines = [e for e in gateway.flushed_log_events()
+             if e.get("event") == "http.request" and e.get("reason") == "headers_too_large"]
+    assert len(lines) == 1 and 950 <= lines[0]["duration_ms"] < 5000, lines
+    with gateway.client() as c:
+        metrics = c.get("/metrics").text
+    total = re.search(r'^hookgate_ingest_latency_seconds_sum\{route="-",surface="other"\} (\S+)$', metrics, re.MULTILINE)
+    assert total is not None and 0.95 <= float(total.group(1)) < 5, total
 
 
 @pytest.mark.parametrize("pieces", [1, 4, 40])

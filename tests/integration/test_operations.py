@@ -217,6 +217,42 @@ def test_sigterm_drains_in_flight_request_and_exits_zero(gateway_factory: Gatewa
         httpx.get(gw.url + "/healthz")
 
 
+def test_sigterm_answers_a_request_whose_head_was_arriving(gateway_factory: GatewayFactory) -> None:
+    """operations.md §1.1 SIGTERM: "requests in progress finish (their responses carry `Connection:
+    close`; `/readyz` asked on a still-open connection answers 503 with `"failing":["shutdown"]`)". A
+    request whose head had begun to arrive at the signal is in progress: its connection was closed
+    with no answer (uvicorn took it for idle), so that 503 could never be seen, and a wake sent just
+    then was lost unanswered. An idle keep-alive connection still closes at once."""
+    gw = gateway_factory(hooks_config())
+    conns = [socket.create_connection(("127.0.0.1", gw.port), timeout=10) for _ in range(3)]
+    idle, ready, wake = conns
+    try:
+        idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert idle.recv(65536).startswith(b"HTTP/1.1 200 ")
+        ready.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n")
+        wake.sendall(b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hook-secret\r\n")
+        time.sleep(0.3)  # the server has read the heads' beginnings
+        gw.signal(signal.SIGTERM)
+        gw.wait_log("shutdown.started")
+        time.sleep(0.5)
+        assert _read_all(idle) == b""  # closed, with nothing to answer
+        ready.sendall(b"\r\n")
+        answer = _read_all(ready)
+        body = b'{"text":"late wake"}'
+        wake.sendall(b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        woken = _read_all(wake)
+    finally:
+        for conn in conns:
+            conn.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 ") and b"connection: close" in head.lower(), answer[:300]
+    assert json.loads(body)["failing"] == ["shutdown"]
+    assert woken.startswith(b"HTTP/1.1 200 ") and b"connection: close" in woken.lower(), woken[:300]
+    assert gw.proc is not None and gw.proc.wait(10) == 0
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        assert [row[0] for row in conn.execute("SELECT text FROM system_events")] == ["late wake"]
+
+
 def test_second_serve_on_same_database_refuses(gateway_factory: GatewayFactory) -> None:
     gw = gateway_factory()
     second = gw.cli("serve", "--port", "0")

@@ -172,17 +172,18 @@ class Gateway:
             answer.close = True
         return answer
 
-    def refuse(self, status: int, reason: str, client: tuple[str, int] | None,
+    def refuse(self, status: int, reason: str, client: tuple[str, int] | None, elapsed: float,
                default_headers: Sequence[tuple[bytes, bytes]] = ()) -> bytes:
         """The protocol's own answers, where there is no request to hand to the app: bytes that are
         not HTTP (400), a head past its size (431) or its time (408). JSON with the common headers
         (README §5), counted and logged like any request; the protocol then closes the connection."""
         answer = error_b(status, _REFUSALS[status])
         rid = request_id(None)
-        self.metrics.observe_request("other", "-", status, 0.0)
+        self.metrics.observe_request("other", "-", status, elapsed)
         info_line("http.request", {"request_id": rid, "surface": "other", "route": "-",
                                    "client_ip": normalize_peer(client[0] if client else None),
-                                   "method": None, "path": None, "status": status, "duration_ms": 0.0,
+                                   "method": None, "path": None, "status": status,
+                                   "duration_ms": round(elapsed * 1000, 3),
                                    "user_agent": None, "reason": reason})
         return self.responder.closing_bytes(answer, rid, default_headers)
 

@@ -204,6 +204,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     counted like any request."""
 
     _head_since: float | None = None  # loop time the current request's head began; None: complete
+    _request_since: float | None = None  # loop time the current request began, until its message ends
     _head_bytes = 0
     _head_marks = 0  # bumped at every request start and head end: did a boundary fall in this read?
     _head_too_large = False  # the head that just ended is past MAX_HEAD_BYTES (the connection closes)
@@ -238,7 +239,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self.url = b""
             self.expect_100_continue = False
             self.headers = []
-        self._head_since = self.loop.time()
+        self._head_since = self._request_since = self.loop.time()
         self._head_bytes = 0
         self._head_reads = 0
         self._head_marks += 1
@@ -320,6 +321,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         if self._upgrade_ignored:  # llhttp skipped the body: the message is not complete
             return
+        self._request_since = None
         reading = self._reading
         if reading is not None:
             self._reading = None
@@ -348,6 +350,18 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self.transport.close()  # the client sends nothing more (eof_received): nothing follows
         else:
             self._idle_since = self.loop.time()
+
+    def shutdown(self) -> None:
+        """uvicorn's (an idle connection closes; a request being answered gets ``Connection: close``),
+        except that a request whose head has begun to arrive is in progress too (operations.md §1.1):
+        it is read and answered — during shutdown every answer closes its connection, and ``/readyz``
+        says 503 ``"failing":["shutdown"]`` — within the drain and the head timeout; uvicorn closed
+        its connection with no answer."""
+        cycle: Any = self.cycle
+        answering = cycle is not None and not cycle.response_complete
+        if self._message_begun and self._head_since is not None and not answering and not self.transport.is_closing():
+            return
+        super().shutdown()
 
     def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol's: True keeps it open
         """The client shut its sending side: a half-close, after which it may still read (RFC 9112
@@ -383,7 +397,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
 
     def _receive(self, data: bytes) -> bytes | None:
         """Feed one read to the parser; returns bytes to feed next (after an ignored upgrade)."""
-        if self._at_message_start:  # the previous read ended where a request may begin
+        boundary, lead = self._at_message_start, 0
+        if boundary:  # the previous read ended where a request may begin
             if self._method_start:
                 data, self._method_start = self._method_start + data, b""
             lead = len(data) - len(data.lstrip(b"\r\n"))  # empty lines before a request (RFC 9112 §2.2)
@@ -395,7 +410,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
                 self._unset_keepalive_if_required()
                 self._message_begun = True
                 if self._head_since is None:  # the head's clock starts with its first byte
-                    self._head_since = self.loop.time()
+                    self._head_since = self._request_since = self.loop.time()
                 return None
             if space > lead and data[lead:space] not in _PARSED_METHODS and _TOKEN.fullmatch(data, lead, space):
                 self._other_method = data[lead:space].decode("ascii")
@@ -425,8 +440,10 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self._to_asgi()
         if self._head_since is not None:  # a head goes on in the next read
             self._head_reads += len(data)
-        if self._head_since is not None and marks == self._head_marks:  # all of it was head
-            self._head_bytes += len(data)
+            if marks == self._head_marks:  # all of it was head
+                self._head_bytes += len(data)
+            elif boundary and self._head_marks == marks + 1:  # the read began with this head, its only one
+                self._head_bytes += len(data) - lead
             if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
                 self._refuse(431, "headers_too_large")
         return None
@@ -459,7 +476,10 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     def _refuse(self, status: int, reason: str, fallback: str | None = None) -> None:
         """Answer what cannot be a request, and close. When an earlier request of this connection is
         still being answered (pipelined in the same read), the refusal waits for that answer, which
-        may stand for a committed effect: nothing more is read meanwhile."""
+        may stand for a committed effect: nothing more is read meanwhile. Its latency counts from
+        the request's first byte (a head's time-out took the head timeout, not 0 s)."""
+        since = self._head_since if self._head_since is not None else self._request_since
+        elapsed = self.loop.time() - since if since is not None else 0.0
         self._head_since = None
         refuse = getattr(self.app, "refuse", None)
         if refuse is None:  # an app without one (the benchmark's minimal app)
@@ -468,7 +488,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             else:
                 self.transport.close()
             return
-        answer = refuse(status, reason, self.client, self.server_state.default_headers)
+        answer = refuse(status, reason, self.client, elapsed, self.server_state.default_headers)
         if self._answer_owed():
             self._refusal = answer  # sent by on_response_complete, after the answers still owed
             self.transport.pause_reading()
