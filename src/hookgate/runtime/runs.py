@@ -13,7 +13,7 @@ from hookgate.agents.models import ModelRejected, choose_model, complete_with_fa
 from hookgate.clock import Clock
 from hookgate.config.names import main_session_key
 from hookgate.config.settings import AgentSettings, Settings
-from hookgate.flows.model import CANCELLED_BY_OPERATOR, Task, is_terminal
+from hookgate.flows.model import CANCELLED, CANCELLED_BY_OPERATOR, Task, is_terminal
 from hookgate.flows.notifications import Notification, notification_session
 from hookgate.flows.rules import Retention, RunEnd, apply_run_ended, apply_run_started, may_settle, settle
 from hookgate.obs.logging import clean_text
@@ -105,7 +105,7 @@ async def execute_run(ctx: RunContext, run_id: str) -> None:
         ctx.log.info("run.started", **known, kind=run.kind, attempt=run.attempt)
         result = await (_call_for_task(ctx, run) if run.kind == "task" else _call_for(ctx, run))
     if run.kind == "task":
-        await complete_task_run(ctx, run, result)
+        result = await complete_task_run(ctx, run, result)
     else:
         await complete_hook_run(ctx, run, result)
     elapsed = time.monotonic() - started
@@ -196,23 +196,30 @@ def _notify(ctx: RunContext, tx: RuntimeTx, notes: tuple[Notification, ...], own
             tx.queue_system_event(session, agent, note.text, now, note.heartbeat_reason)
 
 
-async def complete_task_run(ctx: RunContext, run: RunRecord, result: CallResult) -> None:
-    """The run's end moves its task (succeeded / failed / timed_out / lost), notifies, settles the flow."""
+async def complete_task_run(ctx: RunContext, run: RunRecord, result: CallResult) -> CallResult:
+    """The run's end moves its task (succeeded / failed / timed_out / lost), notifies, settles the
+    flow; returns the end recorded. A task that ``cancel_flow`` cancelled while its run was ending
+    (after the call returned, before this commit: the abort came too late to stop it) keeps its
+    end, and so does the run: ``cancelled``, without its reply in the transcript — it ended ``ok``
+    with the reply kept, beside a task ``cancelled`` whose runtime call was said to be aborted."""
     task_id = str(run.inputs.get("taskId"))
     now = ctx.clock.now_ms()
     ends: dict[str, RunEnd] = {"ok": "ok", "error": "error", "skipped": "skipped", "timed_out": "timed_out",
                                "lost": "lost"}
-    end = ends.get(result.status)
 
-    def commit(tx: RuntimeTx) -> None:
-        tx.finish_run(run.run_id, result.status, result.reply, result.error, now)
-        if result.status == "ok" and result.prompt is not None and result.reply is not None:
-            tx.append_transcript(run.session_key, run.session_id, "user", result.prompt, run.run_id, now)
-            tx.append_transcript(run.session_key, run.session_id, "assistant", result.reply, run.run_id, now)
+    def commit(tx: RuntimeTx) -> CallResult:
         task = tx.get_task(task_id)
+        final = result
+        if task is not None and task.status == CANCELLED:
+            final = CallResult("cancelled", error=CANCELLED_BY_OPERATOR)
+        tx.finish_run(run.run_id, final.status, final.reply, final.error, now)
+        if final.status == "ok" and final.prompt is not None and final.reply is not None:
+            tx.append_transcript(run.session_key, run.session_id, "user", final.prompt, run.run_id, now)
+            tx.append_transcript(run.session_key, run.session_id, "assistant", final.reply, run.run_id, now)
+        end = ends.get(final.status)
         if task is None or is_terminal(task.status) or end is None:
-            return  # cancelled by cancel_flow meanwhile: the task already has its end
-        change = apply_run_ended(task, end, result.reply if end == "ok" else result.error, now, _retention(ctx))
+            return final
+        change = apply_run_ended(task, end, final.reply if end == "ok" else final.error, now, _retention(ctx))
         tx.update_task(change.task)
         _notify(ctx, tx, change.notifications, task.owner_key, now)
         flow = tx.admin_get_flow(task.parent_flow_id) if task.parent_flow_id else None
@@ -220,8 +227,10 @@ async def complete_task_run(ctx: RunContext, run: RunRecord, result: CallResult)
             settled = settle(flow, tx.list_tasks(flow.flow_id), change.task, now)
             if settled is not None:
                 tx.update_flow_if_revision(settled, flow.revision)
+        return final
 
-    await ctx.store.flow_write(commit)
+    recorded: CallResult = await ctx.store.flow_write(commit)
+    return recorded
 
 
 async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult) -> None:

@@ -164,7 +164,8 @@ class FlowService:
         tasks = (tx.tasks_with_run_id(flow.flow_id, action.run_id)
                  if flow is not None and action.run_id is not None else [])
         decision = decisions.decide_run_task(flow, tasks, action, task_id=new_id(), now=now,
-                                             execute=route.execute, child_verdict=verdict)
+                                             execute=route.execute, child_verdict=verdict,
+                                             run_agent=route.agent_id)
         if decision.record_child_session and child is not None:
             agent = agent_id_from_session_key(child) or route.agent_id or self.settings().agents.default_agent_id
             tx.record_child_session(child, owner, agent, now)

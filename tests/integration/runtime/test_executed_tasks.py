@@ -82,3 +82,33 @@ def test_failed_task_and_cancel_flow_cancels_running_children(gateway_factory: G
             return str(row[0])
         wait_for(lambda: run_status() == "cancelled", timeout=5)
     assert time.monotonic() - started < 5  # the 30 s runtime call was aborted
+
+
+def test_the_routes_agent_runs_tasks_that_name_none(gateway_factory: GatewayFactory) -> None:
+    """webhooks.md §5.4: "Agent: the task's `agentId` if it names a known agent, else the route's
+    `agentId`, else the agent of the route session key"; §1.2: the route's `agentId` is the "agent for
+    executed tasks". A route whose session key names an agent (`agent:ops:main`) ran every task on
+    that agent, never on its own `agentId`: run_task's Effect rule had filled the task's `agentId`
+    from the owner key. The task's `agentId` now names the agent that runs it."""
+    cfg = config()
+    cfg["agents"]["list"].append({"id": "helper"})
+    cfg["plugins"]["entries"]["webhooks"]["config"]["routes"]["ci"]["agentId"] = "helper"
+    gw = gateway_factory(cfg)
+    flow = act(gw, action="create_flow", goal="g")["result"]["flow"]
+    plain = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent", task="a")["result"]["task"]
+    named = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent", task="b",
+                agentId="main")["result"]["task"]
+    child = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent", task="c",
+                childSessionKey="agent:ops:subagent:c1")["result"]["task"]
+    ghost = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent", task="d",
+                agentId="ghost")["result"]["task"]
+    assert [t["agentId"] for t in (plain, named, child, ghost)] == ["helper", "main", "ops", "ghost"]
+    for task in (plain, named, child, ghost):
+        wait_for(lambda t=task: task_of(gw, t["taskId"])["status"] == "succeeded")
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        runs = {row[0]: row[1:] for row in conn.execute(
+            "SELECT json_extract(inputs, '$.taskId'), agent_id, session_key FROM runs WHERE kind = 'task'")}
+    assert runs[plain["taskId"]] == ("helper", f"agent:helper:subagent:{plain['taskId']}")
+    assert runs[named["taskId"]] == ("main", f"agent:main:subagent:{named['taskId']}")
+    assert runs[child["taskId"]] == ("ops", "agent:ops:subagent:c1")
+    assert runs[ghost["taskId"]] == ("helper", f"agent:helper:subagent:{ghost['taskId']}")

@@ -182,3 +182,44 @@ def test_a_wake_committed_after_the_turn_read_its_events_is_left_for_the_next_tu
             due = conn.execute("SELECT due_at FROM heartbeat_schedule WHERE agent_id = 'main'").fetchone()[0]
         # the event stays pending while its wake request is consumed and the next turn is 30 min away
         assert pending_events(gw) == [], (i, pending_events(gw), requests, due, int(time.time() * 1000))
+
+
+def test_a_task_cancelled_while_its_run_ends_ends_the_run_cancelled(gateway_factory: GatewayFactory) -> None:
+    """webhooks.md §4.12: `cancel_flow` cancels a running executed task and "its runtime call is
+    aborted"; model.md §5.1: a task run cancelled so ends `cancelled`. When the call had returned
+    and its completion waited for the writer behind `cancel_flow`'s commit (here: another process
+    holds the write lock across both), the task ended `cancelled` but its run `ok`, with the reply
+    in the transcript. The run now ends `cancelled` too and keeps no reply."""
+    cfg = config(agents={"list": [{"id": "main", "default": True}]})
+    cfg["plugins"] = {"entries": {"webhooks": {"config": {"routes": {"ci": {
+        "sessionKey": "agent:main:main", "secret": "s3cret", "execute": True}}}}}}
+    gw = gateway_factory(cfg)
+    headers = {"Authorization": "Bearer s3cret"}
+
+    def act(**body: Any) -> dict[str, Any]:
+        with gw.client() as c:
+            r = c.post("/plugins/webhooks/ci", json=body, headers=headers, timeout=20)
+        assert r.status_code == 200, r.text
+        return dict(r.json()["result"])
+
+    flow = act(action="create_flow", goal="g")["flow"]
+    task = act(action="run_task", flowId=flow["flowId"], runtime="subagent", task="[[echo:sleep=1.5]] job")["task"]
+    with db(gw) as conn:
+        wait_for(lambda: conn.execute("SELECT status FROM runs WHERE kind = 'task'").fetchone()[0] == "running")
+    cancelled: list[dict[str, Any]] = []
+    lock = threading.Thread(target=hold_write_lock, args=(gw, 2.5))
+    lock.start()  # from now on, nothing commits until the lock goes
+    time.sleep(0.3)
+    canceller = threading.Thread(target=lambda: cancelled.append(act(action="cancel_flow", flowId=flow["flowId"])))
+    canceller.start()  # queued first; the echo's call returns ~1 s later and its completion queues behind
+    lock.join()
+    canceller.join()
+    assert cancelled[0]["cancelled"] is True
+    ended = next(t for t in cancelled[0]["tasks"] if t["taskId"] == task["taskId"])
+    assert ended["status"] == "cancelled" and ended["error"] == "Cancelled by operator."
+    with db(gw) as conn:
+        run = wait_for(lambda: (r := conn.execute("SELECT run_id, status, reply, error FROM runs WHERE kind = 'task'")
+                                .fetchone()) and r["status"] not in ("queued", "running") and dict(r))
+        transcript = conn.execute("SELECT count(*) FROM transcript_messages WHERE run_id = ?",
+                                  (run["run_id"],)).fetchone()[0]
+    assert (run["status"], run["reply"], run["error"], transcript) == ("cancelled", None, "Cancelled by operator.", 0)
