@@ -12,7 +12,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -88,20 +87,22 @@ def js_number(value: float) -> str:
     1e-4 (``1e-05``) and in the exponent's form, and writes ``2.0`` where JavaScript writes ``2``."""
     if value == 0:
         return "0"
-    sign, digit_tuple, exponent = Decimal(repr(value)).normalize().as_tuple()
-    digits = "".join(map(str, digit_tuple))
-    k = len(digits)
-    n = int(exponent) + k  # value = 0.<digits> × 10^n (a finite value's exponent is an int)
-    if k <= n <= 21:
-        text = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        text = f"{digits[:n]}.{digits[n:]}"
-    elif -6 < n <= 0:
-        text = f"0.{'0' * -n}{digits}"
-    else:
-        mantissa = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
-        text = f"{mantissa}e{'+' if n >= 1 else '-'}{abs(n - 1)}"
-    return f"-{text}" if sign else text
+    text = repr(value)  # the same shortest digits; from 1e-4 to below 1e16 written out as JavaScript does
+    if "e" not in text:
+        return text.removesuffix(".0")
+    sign, text = ("-", text[1:]) if text[0] == "-" else ("", text)
+    mantissa, _, exponent = text.partition("e")  # repr's exponent form: d[.ddd]e±XX
+    digits = mantissa.replace(".", "")
+    n = int(exponent) + 1  # value = 0.<digits> × 10^n
+    if 0 < n <= 21:  # 1e16 up to below 1e21: written out (always integral there)
+        return sign + digits + "0" * (n - len(digits))
+    if -6 < n <= 0:  # 1e-6 up to below 1e-4: written out
+        return f"{sign}0.{'0' * -n}{digits}"
+    return f"{sign}{mantissa}e{'+' if n >= 1 else '-'}{abs(n - 1)}"
+
+
+# the magnitudes whose fractional floats msgspec writes as JavaScript does
+_MSGSPEC_LOW, _MSGSPEC_HIGH = 1e-5, 1e21
 
 
 def _number(value: float) -> str:
@@ -116,7 +117,11 @@ def _js_numbers(value: Any) -> Any:
     renders its numbers as ``JSON.stringify`` does and by the same rule as a lone one
     (``[2.0,-0.0,1e21]`` → ``[2,0,1e+21]``, as ``{{x}}`` of ``2.0`` is ``2``)."""
     if isinstance(value, float):
-        return msgspec.Raw(_number(value).encode("ascii")) if math.isfinite(value) else value
+        # msgspec writes the floats between as JavaScript does (``0.00001``, ``1.5``), but ``2.0``,
+        # ``1e21`` without the exponent's sign and ``1e-6`` where JavaScript writes ``0.000001``
+        if math.isfinite(value) and (value.is_integer() or not _MSGSPEC_LOW <= abs(value) < _MSGSPEC_HIGH):
+            return msgspec.Raw(_number(value).encode("ascii"))
+        return value
     if isinstance(value, dict):
         return {k: _js_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
