@@ -6,7 +6,7 @@ an executed task's run updates the task in the same transaction). ``Store.flow_w
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from hookgate.flows.ports import FlowTx
@@ -70,9 +70,12 @@ class RuntimeTx(FlowTx, Protocol):
 
     # delivery jobs (model.md §10.4, operations.md §4.4)
     def claim_deliveries(self, instance: str, now_ms: int, lease_until: int, limit: int,
-                         skip: Collection[str] = ()) -> list[str]:
-        """Lease due deliveries: only the oldest pending one of each (channel, target); ``skip`` as
-        for runs."""
+                         skip: Collection[str] = (), per_channel: int | None = None,
+                         busy: Mapping[str, int] | None = None) -> list[tuple[str, str]]:
+        """Lease due deliveries, as (delivery id, channel): only the oldest pending one of each
+        (channel, target), none of a target with another in flight, and at most ``per_channel`` of
+        one channel less what is ``busy`` there (this worker's deliveries in flight by channel);
+        ``skip`` as for runs."""
 
     def renew_delivery_lease(self, delivery_id: str, instance: str, lease_until: int) -> bool: ...
 

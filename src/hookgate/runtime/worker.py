@@ -10,6 +10,7 @@ releases what is left without consuming an attempt.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,10 @@ if TYPE_CHECKING:
 
 POLL_SECONDS = 1.0
 BACKLOG_REFRESH_SECONDS = 1.0
-DELIVERY_CONCURRENCY = 16  # deliveries in flight per worker (each to a different target)
+DELIVERY_CONCURRENCY = 64  # deliveries in flight per worker (each to a different target)
+# of one channel: a chat API that hangs for some chats (each send then takes its 15 s timeout) holds
+# at most these slots, and the other channels' deliveries go on (16 in all once held every one)
+DELIVERY_PER_CHANNEL = 16
 
 
 class Worker:
@@ -54,6 +58,7 @@ class Worker:
         self._running: dict[str, asyncio.Task[Any]] = {}
         self._heartbeats: dict[str, asyncio.Task[Any]] = {}
         self._deliveries: dict[str, asyncio.Task[Any]] = {}
+        self._delivery_channel: dict[str, str] = {}  # the channel of each delivery in _deliveries
         self._adapters: dict[str, tuple[ChannelSettings, ChannelAdapter]] = {}
         self._next_due: int | None = None
         self._backlog_at = 0.0  # monotonic time of the next backlog count
@@ -184,18 +189,21 @@ class Worker:
         # A job of this process whose lease expired (its renewal was held up, say by another process's
         # write lock) is still running here: claiming it again would run it twice at once.
         running, delivering = frozenset(self._running), frozenset(self._deliveries)
+        busy = collections.Counter(self._delivery_channel.values())
 
-        def claim(tx: RuntimeTx) -> tuple[list[str], list[str], list[str]]:
+        def claim(tx: RuntimeTx) -> tuple[list[str], list[str], list[tuple[str, str]]]:
             runs = tx.claim_runs(self.instance, now, now + lease_ms, free, skip=running) if free > 0 else []
-            deliveries = (tx.claim_deliveries(self.instance, now, now + lease_ms, free_deliveries, skip=delivering)
+            deliveries = (tx.claim_deliveries(self.instance, now, now + lease_ms, free_deliveries, skip=delivering,
+                                              per_channel=DELIVERY_PER_CHANNEL, busy=busy)
                           if free_deliveries > 0 else [])
             return runs, tx.claim_heartbeats(self.instance, now, now + lease_ms), deliveries
 
         claimed, agents, deliveries = await self.store.flow_write(claim)
         if self._stopping:  # shutdown began while the claim waited for the writer: give it all back
-            await self.store.flow_write(lambda tx: self._give_back(tx, claimed, deliveries, agents))
+            await self.store.flow_write(lambda tx: self._give_back(tx, claimed, [d for d, _ in deliveries], agents))
             return
-        for delivery_id in deliveries:
+        for delivery_id, channel in deliveries:
+            self._delivery_channel[delivery_id] = channel
             self._deliveries[delivery_id] = asyncio.create_task(
                 self._guard(delivery_id, self._deliver(delivery_id), kind="delivery"))
         for run_id in claimed:
@@ -241,6 +249,8 @@ class Worker:
             self.log.exception("worker.job_failed", job=kind, key=key)
         finally:
             jobs.pop(key, None)
+            if kind == "delivery":
+                self._delivery_channel.pop(key, None)
             self._wake.set()
 
     def http_client(self) -> httpx.AsyncClient:

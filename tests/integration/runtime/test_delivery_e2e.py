@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from gateway import AUTH, GatewayFactory, RunningGateway, hooks_config, wait_for
-from receiver import Receiver
+from receiver import Receiver, running_receiver
 
 
 def config(url: str, **channel: Any) -> dict[str, Any]:
@@ -172,3 +172,24 @@ def test_an_answer_the_adapter_cannot_read_is_retried_and_its_attempt_timed(gate
         metrics = c.get("/metrics").text
     assert 'hookgate_delivery_attempt_seconds_count{channel="webhook"} 2.0' in metrics
     assert len(receiver.received) == 2
+
+
+def test_a_slow_chat_api_holds_no_other_channels_deliveries(gateway_factory: GatewayFactory,
+                                                            receiver: Receiver) -> None:
+    """A chat API that answers slowly (here 6 s; one that hangs takes the 15 s timeout) for 20
+    chats: its sends held all 16 delivery slots of the worker, and a reply to another channel,
+    whose API answers at once, waited for them. One channel now takes at most 16 of 64 slots."""
+    receiver.delay = 6.0
+    with running_receiver() as fast:
+        cfg = config(receiver.url + "/slow")
+        cfg["channels"]["slack"] = {"botToken": "xoxb-test", "apiBaseUrl": fast.url}
+        cfg["gateway"] = {"drainTimeoutSeconds": 1}
+        gw = gateway_factory(cfg)
+        for i in range(20):
+            post_agent(gw, message=f"m{i}", channel="webhook", to=f"chat-{i}")
+        wait_for(lambda: len(receiver.received) == 16)
+        time.sleep(0.5)
+        assert len(receiver.received) == 16  # the channel's share, while its sends are slow
+        post_agent(gw, message="other", channel="slack", to="C1")
+        wait_for(lambda: fast.received, timeout=3)
+        assert fast.received[0][2]["channel"] == "C1"

@@ -64,7 +64,7 @@ class Harness:
     async def tick(self) -> list[str]:
         """What a worker tick does: claim every due delivery, run them concurrently."""
         now = self.clock.now_ms()
-        ids = await self.store.flow_write(lambda tx: tx.claim_deliveries(INSTANCE, now, now + 30_000, 16))
+        ids = [d for d, _ in await self.store.flow_write(lambda tx: tx.claim_deliveries(INSTANCE, now, now + 30_000, 16))]
         await asyncio.gather(*(run_delivery(self.ctx(), d) for d in ids))
         return list(ids)
 
@@ -206,6 +206,46 @@ async def test_one_target_at_a_time_in_creation_order(make: Any, receiver: Recei
     assert await h.tick() == [a3]
     texts = [body["text"] for _, _, body in receiver.received if body["to"] == "a"]
     assert texts == ["a1", "a1", "a2", "a3"]
+
+
+async def test_a_replayed_delivery_waits_while_a_later_one_of_its_target_is_in_flight(
+        make: Any, receiver: Receiver) -> None:
+    """operations.md §4.4: "Deliveries to the same channel and target are sent one at a time". A
+    replayed dead delivery keeps its older seq, so it headed its target's queue again and was sent
+    while a later delivery to the same chat was still in flight (`hookgate replay` under `serve`)."""
+    h: Harness = await make({"webhook": {"url": receiver.url}})
+    receiver.script = [(400, {})]  # final: a1 is dead at once
+    a1 = await h.add("webhook", "a", "a1")
+    assert await h.tick() == [a1]
+    assert (await h.delivery(a1))["status"] == "dead"
+    a2 = await h.add("webhook", "a", "a2")
+    now = h.clock.now_ms()
+    # a2 leased by a worker and in flight; then a1 replayed
+    assert await h.store.flow_write(lambda tx: tx.claim_deliveries(INSTANCE, now, now + 30_000, 16)) == [(a2, "webhook")]
+    assert await h.store.flow_write(lambda tx: tx.requeue_delivery(a1, now))
+    assert await h.store.flow_write(lambda tx: tx.claim_deliveries("other", now, now + 30_000, 16)) == []
+    await run_delivery(h.ctx(), a2)
+    assert await h.tick() == [a1]  # sent once a2 is done: replayed, it goes before later ones
+    assert [body["text"] for _, _, body in receiver.received] == ["a1", "a2", "a1"]
+
+
+async def test_one_channel_takes_at_most_its_share_of_the_delivery_slots(make: Any) -> None:
+    """A chat API that hangs for some chats holds each send for its 15 s timeout; 16 such sends
+    held every delivery slot of the worker, and every other channel waited. A channel's deliveries
+    in flight are capped (the worker's DELIVERY_PER_CHANNEL), counting those already in flight."""
+    h: Harness = await make({"webhook": {"url": "http://127.0.0.1:9/"}, "slack": {"botToken": "xoxb-t"}})
+    slow = [await h.add("webhook", f"chat-{i}", "x") for i in range(20)]
+    other = await h.add("slack", "C1", "y")
+    now = h.clock.now_ms()
+
+    def claim(instance: str, busy: dict[str, int]) -> Any:
+        return h.store.flow_write(lambda tx: tx.claim_deliveries(instance, now, now + 30_000, 64, per_channel=16,
+                                                                  busy=busy))
+
+    first = await claim(INSTANCE, {"webhook": 12})
+    assert first == [(d, "webhook") for d in slow[:4]] + [(other, "slack")]
+    assert await claim(INSTANCE, {"webhook": 16}) == []
+    assert [d for d, _ in await claim("other", {})] == slow[4:]  # another worker has its own slots
 
 
 async def test_split_parts_already_sent_are_not_sent_again(make: Any, receiver: Receiver) -> None:

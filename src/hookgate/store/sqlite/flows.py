@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
 
@@ -420,12 +420,15 @@ class SqliteFlowTx:
             self._conn.execute(FQ["insert_delivery_attempt"], (d.delivery_id, now_ms, d.attempt_outcome, None, d.error))
 
     def claim_deliveries(self, instance: str, now_ms: int, lease_until: int, limit: int,
-                         skip: Collection[str] = ()) -> list[str]:
-        rows = self._conn.execute(FQ["claimable_deliveries"], (now_ms, limit + len(skip))).fetchall()
-        ids = [r[0] for r in rows if r[0] not in skip][:limit]
-        for delivery_id in ids:
+                         skip: Collection[str] = (), per_channel: int | None = None,
+                         busy: Mapping[str, int] | None = None) -> list[tuple[str, str]]:
+        in_flight = msgspec.json.encode(busy or {}).decode()
+        rows = self._conn.execute(FQ["claimable_deliveries"],
+                                  (now_ms, limit + len(skip), per_channel or limit, in_flight)).fetchall()
+        claimed = [(r[0], r[1]) for r in rows if r[0] not in skip][:limit]
+        for delivery_id, _ in claimed:
             self._conn.execute(FQ["claim_delivery"], (delivery_id, instance, lease_until))
-        return ids
+        return claimed
 
     def renew_delivery_lease(self, delivery_id: str, instance: str, lease_until: int) -> bool:
         return self._conn.execute(FQ["renew_delivery_lease"], (delivery_id, instance, lease_until)).rowcount == 1

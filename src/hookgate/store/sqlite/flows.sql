@@ -194,13 +194,23 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, CASE WHEN ?7 = 'delivered'
         CASE WHEN ?7 = 'pending' THEN ?10 END, (SELECT coalesce(max(seq), 0) + 1 FROM deliveries))
 
 -- name: claimable_deliveries
--- The head of each (channel, target) queue when it is due and not leased: a delivery that waits
--- for a retry holds back the later ones for its target only (operations.md §4.4).
-SELECT d.delivery_id FROM deliveries AS d
-WHERE d.status = 'pending' AND d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until <= ?1)
-  AND NOT EXISTS (SELECT 1 FROM deliveries AS e
-                  WHERE e.status = 'pending' AND e.channel = d.channel AND e.target = d.target AND e.seq < d.seq)
-ORDER BY d.next_attempt_at, d.seq
+-- The head of each (channel, target) queue when it is due and not leased, while no other delivery
+-- of its target is leased: a delivery that waits for a retry holds back the later ones for its
+-- target only, and one in flight every other (operations.md §4.4) — a replayed dead delivery keeps
+-- its older seq, so it heads its queue again while a later one may be in flight. At most ?3 of one
+-- channel, less what this worker has in flight there (?4: a JSON object channel → count), so one
+-- slow chat API cannot take every delivery slot.
+SELECT delivery_id, channel FROM (
+    SELECT d.delivery_id, d.channel, d.next_attempt_at, d.seq,
+           row_number() OVER (PARTITION BY d.channel ORDER BY d.next_attempt_at, d.seq) AS nth
+    FROM deliveries AS d
+    WHERE d.status = 'pending' AND d.next_attempt_at <= ?1 AND (d.lease_until IS NULL OR d.lease_until <= ?1)
+      AND NOT EXISTS (SELECT 1 FROM deliveries AS e
+                      WHERE e.status = 'pending' AND e.channel = d.channel AND e.target = d.target
+                        AND (e.seq < d.seq OR (e.lease_until > ?1 AND e.seq <> d.seq)))
+)
+WHERE nth <= ?3 - coalesce(json_extract(?4, '$."' || channel || '"'), 0)
+ORDER BY next_attempt_at, seq
 LIMIT ?2
 
 -- name: claim_delivery
