@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import json5
 
@@ -252,6 +253,32 @@ def _storage(
 
 _CHANNEL_COMMON = ("enabled", "defaultTo", "retry")
 
+# What each channel cannot send without (model.md §10.2): an enabled channel missing one is valid —
+# the config may be filled in later — but every delivery to it dead-letters, which config check says
+_CHANNEL_NEEDS: dict[str, tuple[str, ...]] = {
+    "telegram": ("botToken",), "slack": ("botToken",), "discord": ("botToken",),
+    "mattermost": ("baseUrl", "token"), "msteams": ("webhooks",), "googlechat": ("webhooks",),
+    "line": ("channelAccessToken",), "whatsapp": ("accessToken", "phoneNumberId"),
+    "signal": ("baseUrl", "number"), "irc": ("server", "nick"), "webhook": ("url",),
+    "imessage": ("serverUrl", "password"),
+}
+_CHANNEL_URLS = frozenset({"apiBaseUrl", "baseUrl", "url", "serverUrl"})
+
+
+def _channel_warnings(cid: str, cfg: Mapping[str, Any]) -> list[str]:
+    """An enabled channel that every delivery to fails, and a blank ``defaultTo`` (taken as none)."""
+    dead = f"every delivery to channel {cid} dead-letters"
+    lines = [f"channels.{cid}.{key}: not set: {dead}" for key in _CHANNEL_NEEDS.get(cid, ())
+             if cfg.get(key) in (None, {}) or (isinstance(cfg[key], str) and not cfg[key].strip())]
+    for key in sorted(_CHANNEL_URLS & set(cfg)):
+        value = cfg[key]
+        if isinstance(value, str) and value.strip() and urlsplit(value.strip()).scheme.lower() not in ("http", "https"):
+            lines.append(f"channels.{cid}.{key}: not an http(s) URL: {dead}")
+    default_to = cfg.get("defaultTo")
+    if isinstance(default_to, str) and not default_to.strip():
+        lines.append(f"channels.{cid}.defaultTo: blank: ignored (the channel has no default target)")
+    return lines if cfg["enabled"] else []
+
 
 def _file_path(config_dir: str, raw: str, key: str, kind: str, errors: list[str]) -> str:
     """A file the gateway writes, resolved against the config directory (a NUL is refused by the
@@ -265,10 +292,12 @@ def _file_path(config_dir: str, raw: str, key: str, kind: str, errors: list[str]
 
 
 def _channels(
-    tree: Mapping[str, Any], config_dir: str, secrets: Mapping[str, SecretSource], errors: list[str]
+    tree: Mapping[str, Any], config_dir: str, secrets: Mapping[str, SecretSource], errors: list[str],
+    warnings: list[str],
 ) -> tuple[ChannelSettings, ...]:
     out: list[ChannelSettings] = []
     for cid, cfg in tree.items():
+        warnings.extend(_channel_warnings(cid, cfg))
         schema = CHANNEL_SCHEMAS[cid]
         options: dict[str, Any] = {}
         channel_secrets: dict[str, SecretSource] = {}
@@ -290,7 +319,7 @@ def _channels(
             ChannelSettings(
                 id=cid,
                 enabled=cfg["enabled"],
-                default_to=cfg.get("defaultTo"),
+                default_to=cfg["defaultTo"].strip() or None if isinstance(cfg.get("defaultTo"), str) else None,
                 retry_max_attempts=cfg["retry"]["maxAttempts"],
                 options=options,
                 secrets=channel_secrets,
@@ -378,7 +407,7 @@ def settings_from_tree(
     if storage is not None and storage.redis_url:
         warnings.append(REDIS_UNAVAILABLE)
     agents = build_agents(tree["agents"], secrets, found, warnings) if "agents" in checked else None
-    channels = _channels(tree["channels"], config_dir, secrets, found) if "channels" in checked else None
+    channels = _channels(tree["channels"], config_dir, secrets, found, warnings) if "channels" in checked else None
     hooks = None
     if "hooks" in checked and channels is not None and "channels" in sound:
         hooks_ctx = HooksContext(

@@ -293,6 +293,28 @@ def test_channels_schema(kit: Kit, tmp_path: Path) -> None:
     ]
 
 
+def test_a_channel_every_delivery_to_fails_is_a_warning(kit: Kit) -> None:
+    """model.md §10.2 names what each channel sends with; an enabled channel missing it (or with an
+    API URL that is not http(s)) loaded silently, and every delivery to it dead-lettered. The config
+    stays valid (it may be filled in later); config check and serve's start say so. A blank
+    defaultTo is no default target (it was used as the target "  ")."""
+    s = kit.load({"channels": {
+        "webhook": {}, "telegram": {"defaultTo": "  "}, "mattermost": {"token": "t", "baseUrl": " "},
+        "slack": {"botToken": "x", "apiBaseUrl": "ftp://x"}, "msteams": {}, "irc": {"server": "irc.x", "nick": "n"},
+        "discord": {"botToken": "x", "defaultTo": " #ops "}, "signal": {"enabled": False},
+        "imessage": {"serverUrl": "HTTPS://mac.local", "password": "pw"}, "console": {}, "file": {},
+    }})
+    assert s.warnings == (
+        "channels.webhook.url: not set: every delivery to channel webhook dead-letters",
+        "channels.telegram.botToken: not set: every delivery to channel telegram dead-letters",
+        "channels.telegram.defaultTo: blank: ignored (the channel has no default target)",
+        "channels.mattermost.baseUrl: not set: every delivery to channel mattermost dead-letters",
+        "channels.slack.apiBaseUrl: not an http(s) URL: every delivery to channel slack dead-letters",
+        "channels.msteams.webhooks: not set: every delivery to channel msteams dead-letters",
+    )
+    assert s.channel("telegram").default_to is None and s.channel("discord").default_to == "#ops"
+
+
 def test_configured_http_headers_must_be_sendable(kit: Kit) -> None:
     """A header no HTTP client can send is a startup error, not a delivery retried until it is dead."""
     webhook = {"url": "http://x", "headers": {"X Team": "ops", "X-Team": "équipe", "X-Line": "a\r\nb", "X-Ok": "v\t1"}}
