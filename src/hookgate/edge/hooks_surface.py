@@ -18,6 +18,7 @@ from hookgate.edge.http import (
     read_body,
 )
 from hookgate.edge.request import Request, bearer_token, header_token, secrets_equal
+from hookgate.edge.throttle import MAX_TRACKED_CLIENTS
 from hookgate.errors import HookgateError, RequestError, StoreUnavailable
 from hookgate.hooks import actions
 from hookgate.hooks.dispatch import dispatch_agent, dispatch_wake, prepare_agent
@@ -61,7 +62,8 @@ class HooksSurface:
 
     def __init__(self, gw: Gateway) -> None:
         self.gw = gw
-        self._throttle_logged = LineLimiter(_THROTTLE_LOG_INTERVAL)  # hook.auth_throttled, per client IP
+        # hook.auth_throttled, per client IP: as many as the throttle tracks (each can be locked out)
+        self._throttle_logged = LineLimiter(_THROTTLE_LOG_INTERVAL, MAX_TRACKED_CLIENTS)
         # Mapped hooks (hooks.md §6) plug in here; without mappings an unknown subPath is 404.
         self.transforms = TransformLoader()
         self._transform_observers: dict[str, Callable[[float], None]] = {}

@@ -34,6 +34,9 @@ class AuthThrottle:
         entry = self._entries.get(client)
         if entry is None:
             return 0
+        # seen: a locked-out client that keeps trying was the least recently seen after a spray of
+        # 16 384 other addresses (only failures moved an entry), and forgot its lockout first
+        self._entries.move_to_end(client)
         remaining = entry.locked_until - self._clock.monotonic()
         return max(1, math.ceil(remaining)) if remaining > 0 else 0
 

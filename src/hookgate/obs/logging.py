@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import MutableMapping
 from typing import IO, Any
 
@@ -218,21 +219,25 @@ class LineLimiter:
 
     ``due(key, n)`` records ``n`` occurrences and returns how many the line about to be written stands
     for (those held back since the key's last line, plus ``n``), or ``None`` to hold this one back.
-    At ``max_keys`` keys the table starts over, so a flood of distinct keys cannot grow it."""
+    Past ``max_keys`` keys the one whose line is oldest is forgotten, so a flood of distinct keys
+    cannot grow the table; sized to the keys that can be active at once, none is forgotten within its
+    interval. (The table once started over when full: with more keys than that active, every key was
+    new again, and every occurrence was logged.)"""
 
     def __init__(self, interval_s: float, max_keys: int = 4096) -> None:
         self.interval_s = interval_s
         self._max_keys = max_keys
-        self._last: dict[object, tuple[float, int]] = {}  # key → (time.monotonic() of its line, held back)
+        # key → (time.monotonic() of its line, held back), oldest line first
+        self._last: OrderedDict[object, tuple[float, int]] = OrderedDict()
 
     def due(self, key: object = None, n: int = 1) -> int | None:
         now = time.monotonic()
         last, held = self._last.get(key, (-self.interval_s, 0))
         if now - last < self.interval_s:
-            self._last[key] = (last, held + n)
+            self._last[key] = (last, held + n)  # (its place stays: ordered by the time of its line)
             return None
-        if len(self._last) >= self._max_keys:
-            self._last.clear()
+        if self._last.pop(key, None) is None and len(self._last) >= self._max_keys:
+            self._last.popitem(last=False)
         self._last[key] = (now, 0)
         return held + n
 
