@@ -463,15 +463,19 @@ def test_idempotency_example_11(gateway: RunningGateway) -> None:
 
 
 def test_idempotency_survives_restart_and_expires(gateway_factory: GatewayFactory) -> None:
-    gw = gateway_factory(hooks_config(idempotencyTtlSeconds=2))
+    ttl = 8  # long enough for a restart on a busy machine (2 s once expired during it)
+    gw = gateway_factory(hooks_config(idempotencyTtlSeconds=ttl))
     headers = {**AUTH, "Idempotency-Key": "restart"}
     with gw.client() as c:
         run_id = c.post("/hooks/agent", json={"message": "hi"}, headers=headers).json()["runId"]
+    accepted = time.monotonic()
     gw.stop()
     gw.start()
     with gw.client() as c:
-        assert c.post("/hooks/agent", json={"message": "hi"}, headers=headers).json()["runId"] == run_id
-        time.sleep(2.1)
+        replayed = c.post("/hooks/agent", json={"message": "hi"}, headers=headers).json()["runId"]
+        assert time.monotonic() - accepted < ttl, "the restart took longer than the TTL"
+        assert replayed == run_id
+        time.sleep(max(0.0, accepted + ttl + 0.2 - time.monotonic()))
         assert c.post("/hooks/agent", json={"message": "hi"}, headers=headers).json()["runId"] != run_id
 
 
