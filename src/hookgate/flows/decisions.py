@@ -147,13 +147,11 @@ def decide_run_task(
     now: int,
     execute: bool = False,
     child_verdict: ChildVerdict | None = None,
-    run_agent: str | None = None,
 ) -> RunTaskDecision:
     """``run_task`` checks 1–5, then an idempotent retry or a new task (webhooks.md §4.13, §5.4).
 
     ``tasks`` are the flow's tasks (for retries); ``child_verdict`` is ``child_session_verdict`` for
-    the request's ``childSessionKey`` (``None`` when none was sent); ``execute`` is the route's flag
-    and ``run_agent`` its ``agentId``: the agent of an executed task whose request names none.
+    the request's ``childSessionKey`` (``None`` when none was sent); ``execute`` is the route's flag.
     """
     refusal = run_task_refusal(flow)
     if refusal is not None:
@@ -169,7 +167,7 @@ def decide_run_task(
             task_created(flow, reused), TaskChange(reused), created=False, record_child_session=record_child
         )
     executed = execute and action.runtime == "subagent" and action.status == "queued"
-    change = new_task(action, flow, task_id=task_id, seq=seq, now=now, executed=executed, run_agent=run_agent)
+    change = new_task(action, flow, task_id=task_id, seq=seq, now=now, executed=executed)
     return RunTaskDecision(
         task_created(flow, change.task),
         change,

@@ -253,13 +253,11 @@ def cleanup_after(task: Task, retention: Retention) -> int:
     return base + int(days * DAY_MS)
 
 
-def resolve_agent_id(action: RunTask, owner_key: str, run_agent: str | None = None) -> str | None:
-    """The request's ``agentId``, else the agent of ``childSessionKey``, else ``run_agent`` (the
-    route's agent, for a task it executes: webhooks.md §5.4), else the agent of the owner key."""
+def resolve_agent_id(action: RunTask, owner_key: str) -> str | None:
+    """The request's ``agentId``, else the agent of ``childSessionKey``, else of the owner key."""
     return (
         action.agent_id
         or agent_id_from_session_key(action.child_session_key)
-        or run_agent
         or agent_id_from_session_key(owner_key)
     )
 
@@ -270,11 +268,9 @@ def normalise_session_key(key: str) -> str:
 
 
 def new_task(
-    action: RunTask, flow: Flow, *, task_id: str, now: int, seq: int = 0, executed: bool = False,
-    run_agent: str | None = None,
+    action: RunTask, flow: Flow, *, task_id: str, now: int, seq: int = 0, executed: bool = False
 ) -> TaskChange:
-    """The task ``run_task`` creates (timestamps per model.md §2.2), with its creation notifications.
-    An executed task that names no agent gets ``run_agent``, the agent that runs it."""
+    """The task ``run_task`` creates (timestamps per model.md §2.2), with its creation notifications."""
     running = action.status == RUNNING
     candidates = [now] + [t for t in (action.started_at, action.last_event_at) if t is not None]
     created_at = min(candidates)
@@ -302,7 +298,7 @@ def new_task(
             normalise_session_key(action.child_session_key) if action.child_session_key else None
         ),
         parent_flow_id=flow.flow_id,
-        agent_id=resolve_agent_id(action, flow.owner_key, run_agent if executed else None),
+        agent_id=resolve_agent_id(action, flow.owner_key),
         status=RUNNING if running else QUEUED,
         delivery_status=DELIVERY_PENDING,
         notify_policy=action.notify_policy,

@@ -164,8 +164,7 @@ class FlowService:
         tasks = (tx.tasks_with_run_id(flow.flow_id, action.run_id)
                  if flow is not None and action.run_id is not None else [])
         decision = decisions.decide_run_task(flow, tasks, action, task_id=new_id(), now=now,
-                                             execute=route.execute, child_verdict=verdict,
-                                             run_agent=route.agent_id)
+                                             execute=route.execute, child_verdict=verdict)
         if decision.record_child_session and child is not None:
             agent = agent_id_from_session_key(child) or route.agent_id or self.settings().agents.default_agent_id
             tx.record_child_session(child, owner, agent, now)
@@ -173,17 +172,24 @@ class FlowService:
             if decision.created:
                 task = decision.task.task
                 if decision.enqueue_run:
-                    task = self._enqueue_task_run(tx, route, task, now)
+                    task = self._enqueue_task_run(tx, route, task, action, now)
                 tx.insert_task(task)
                 self._notify(tx, decision.task.notifications, owner, now)
             else:
                 tx.update_task(decision.task.task)
         return decision.outcome
 
-    def _enqueue_task_run(self, tx: FlowTx, route: RouteSettings, task: Task, now: int) -> Task:
-        """webhooks.md §5.4: a ``task`` run in the same transaction; the task points at it."""
+    def _enqueue_task_run(self, tx: FlowTx, route: RouteSettings, task: Task, action: s.RunTask, now: int) -> Task:
+        """webhooks.md §5.4: a ``task`` run in the same transaction; the task points at it.
+
+        The run's agent is the one the request names (``agentId``, else ``childSessionKey``'s) when
+        known, else the route's ``agentId`` (which defaults to the route session's agent, else the
+        default agent). The task's own ``agentId`` stays as §4.13's Effect rule fills it — from the
+        owner key when the request names none —, which made the route's ``agentId`` unreachable
+        when the route's session key named an agent."""
         agents = self.settings().agents
-        agent = task.agent_id if task.agent_id in agents.known_ids else (route.agent_id or agents.default_agent_id)
+        named = action.agent_id or agent_id_from_session_key(action.child_session_key)
+        agent = named if named in agents.known_ids else (route.agent_id or agents.default_agent_id)
         session = task.child_session_key or f"agent:{agent}:subagent:{task.task_id}"
         known, _ = tx.session_parent(session)
         if not known:

@@ -89,7 +89,7 @@ def test_the_routes_agent_runs_tasks_that_name_none(gateway_factory: GatewayFact
     `agentId`, else the agent of the route session key"; §1.2: the route's `agentId` is the "agent for
     executed tasks". A route whose session key names an agent (`agent:ops:main`) ran every task on
     that agent, never on its own `agentId`: run_task's Effect rule had filled the task's `agentId`
-    from the owner key. The task's `agentId` now names the agent that runs it."""
+    from the owner key. (The task's `agentId` stays as that rule fills it, §4.13.)"""
     cfg = config()
     cfg["agents"]["list"].append({"id": "helper"})
     cfg["plugins"]["entries"]["webhooks"]["config"]["routes"]["ci"]["agentId"] = "helper"
@@ -102,7 +102,7 @@ def test_the_routes_agent_runs_tasks_that_name_none(gateway_factory: GatewayFact
                 childSessionKey="agent:ops:subagent:c1")["result"]["task"]
     ghost = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent", task="d",
                 agentId="ghost")["result"]["task"]
-    assert [t["agentId"] for t in (plain, named, child, ghost)] == ["helper", "main", "ops", "ghost"]
+    assert [t["agentId"] for t in (plain, named, child, ghost)] == ["ops", "main", "ops", "ghost"]
     for task in (plain, named, child, ghost):
         wait_for(lambda t=task: task_of(gw, t["taskId"])["status"] == "succeeded")
     with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
