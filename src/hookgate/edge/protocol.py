@@ -36,7 +36,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httptools
-from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, FlowControl
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 LINGER_S = 2.0  # a close while the client still sends its body: how long what it sends is taken in
@@ -122,7 +122,21 @@ _SWEEP_EVERY_S = 1.0
 # and read on as they are answered: uvicorn parsed every read whole into a request each (~2 KB) and
 # read on after each answer, so one client that pipelined 3.4 MB of GETs held ~220 MB.
 PIPELINE_MAX = 32
-FEED_SLICE = 16 * 1024
+FEED_SLICE = 4 * 1024  # a slice holds at most ~230 minimal requests: the bound is PIPELINE_MAX and one slice
+
+
+class _HeldFlow(FlowControl):
+    """uvicorn's flow control, except that reading stays paused while ``held()``: the protocol holds
+    read bytes unparsed. (uvicorn's request cycle resumes reading at each ``receive()``: every POST
+    read on past PIPELINE_MAX, and the held bytes grew with whatever the client sent.)"""
+
+    def __init__(self, transport: asyncio.Transport, held: Callable[[], bool]) -> None:
+        super().__init__(transport)
+        self._held = held
+
+    def resume_reading(self) -> None:
+        if not self._held():
+            super().resume_reading()
 
 
 class _NoEvent:
@@ -226,12 +240,15 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _reading: Exchange | None = None  # a request whose head is parsed and whose body is being read
     _idle_since: float | None = None  # loop time the last response completed, while no request follows
     _peer_done = False  # the client half-closed: the connection closes once the answers owed are written
-    _unfed = b""  # read but not yet parsed: PIPELINE_MAX requests wait (reading is paused meanwhile)
+    _unfed = b""  # read but not yet parsed, from _unfed_at: PIPELINE_MAX requests wait (reading paused)
+    _unfed_at = 0
+    _head_held = False  # a head was cut where parsing stopped: its clock restarts when parsing goes on
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         passing = PassTransport(transport, self.loop)
         passing.linger = self._body_still_coming
         super().connection_made(passing)  # type: ignore[arg-type]
+        self.flow = _HeldFlow(passing, lambda: bool(self._unfed))  # type: ignore[arg-type]
         self._serve_read = getattr(self.app, "serve_read", None)
         self._head_since = self.loop.time()
         state = self.server_state
@@ -246,7 +263,9 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self.url = b""
             self.expect_100_continue = False
             self.headers = []
-        self._head_since = self._request_since = self.loop.time()
+        self._head_since = self.loop.time()
+        if self._request_since is None:  # (else set by the request's first byte, in an earlier read)
+            self._request_since = self._head_since
         self._head_bytes = 0
         self._head_reads = 0
         self._head_marks += 1
@@ -354,14 +373,21 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         if started:
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
-        if self._unfed and len(self.pipeline) < PIPELINE_MAX:  # what was read on, now that there is room
-            unfed, self._unfed = self._unfed, b""
+        if self._unfed and self._refusal is None and len(self.pipeline) < PIPELINE_MAX:
+            # parsing goes on with what was read, now that there is room
+            unfed, at = self._unfed, self._unfed_at
+            self._unfed, self._unfed_at = b"", 0
+            if self._head_held:  # the client sent this head long ago: its clock runs from now
+                self._head_held, self._head_since = False, self.loop.time()
             cycle_before = self.cycle
-            self._feed(unfed)
+            self._feed(unfed, at)
             started = started or self.cycle is not cycle_before  # a request of it began
+            if not self._unfed and self._peer_done and not self.transport.is_closing():
+                self._input_ended()  # the half-close came while bytes were held: they are all parsed now
         if self._unfed or self.transport.is_closing():
             return  # reading stays paused
-        self.flow.resume_reading()
+        if not self._peer_done:
+            self.flow.resume_reading()
         if started:
             return
         if self._peer_done:
@@ -387,12 +413,22 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         whole are answered — a wake may be committed already, and a client that never saw its 200
         would retry it — and then the connection closes. A request it left unfinished can never
         finish: it is dropped, as on a close (its app learns the client is gone, nothing of it is
-        committed). With nothing to answer the transport closes at once, as before."""
+        committed). With nothing to answer the transport closes at once, as before. Bytes held
+        unparsed (PIPELINE_MAX) hold requests too: the end is taken once they are parsed."""
+        if self._peer_done:  # reported again (reading resumed after it): handled already
+            return True
         self._peer_done = True  # (no lingering at the close: the client sends nothing more)
         self._head_since = None  # no head can come: the close, not a head timeout, ends it
+        self._head_held = False
+        if self._unfed:
+            return True  # on_response_complete parses them, then calls _input_ended
+        return self._input_ended()
+
+    def _input_ended(self) -> bool | None:
+        """Everything the client sent is parsed and it sends nothing more: the newest request, if its
+        body is unfinished and it waits in the pipeline, is dropped; with nothing owed, the close."""
         pipeline = self.pipeline
-        # (before the pop: a queued request waits behind an unanswered one; bytes read on hold more)
-        owed = self._answer_owed() or bool(self._unfed)
+        owed = self._answer_owed()  # (before the pop: a queued request waits behind an unanswered one)
         if pipeline and getattr(pipeline[0][0], "more_body", False) is True:
             pipeline.popleft()  # the newest request (uvicorn appends on the left), not started: never run
         if owed:
@@ -408,27 +444,30 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refusal is not None or self.transport.is_closing():  # ending: nothing more is parsed
             return
-        if self._unfed:  # read before the pause took hold: after what waits, in order
-            self._unfed += data
+        if self._unfed:  # read before the pause took hold (it should not be): after what waits, in order
+            self._unfed, self._unfed_at = self._unfed[self._unfed_at:] + data, 0
+            self.flow.pause_reading()
             return
         self._feed(data)
 
-    def _feed(self, data: bytes) -> None:
-        """Parse ``data`` in slices of ``FEED_SLICE``; once ``PIPELINE_MAX`` requests wait, keep the
-        rest unparsed and pause reading (``on_response_complete`` feeds it). An ignored upgrade hands
-        back its head, rebuilt, and the rest of its slice: a loop, not recursion."""
-        rest = data
-        while rest:
+    def _feed(self, data: bytes, at: int = 0) -> None:
+        """Parse ``data[at:]`` in slices of ``FEED_SLICE``; once ``PIPELINE_MAX`` requests wait, hold
+        the rest unparsed and pause reading (``on_response_complete`` feeds it on). An ignored upgrade
+        hands back its head, rebuilt, and the rest of its slice: a loop, not recursion."""
+        while at < len(data):
             if len(self.pipeline) >= PIPELINE_MAX:
-                self._unfed = rest
+                self._unfed, self._unfed_at = data, at
+                if self._head_since is not None:  # cut here by the server, not by the client
+                    self._head_held, self._head_since = True, None
                 self.flow.pause_reading()
                 break
-            piece, rest = rest[:FEED_SLICE], rest[FEED_SLICE:]
+            piece = data[at:at + FEED_SLICE]  # (the whole of a small read: not copied)
+            at += len(piece)
             again = self._receive(piece)
             if self._refusal is not None or self.transport.is_closing():
                 return
             if again is not None:
-                rest = again + rest
+                data, at = again + data[at:], 0
         if self._reading is not None:  # its body goes on in a later read
             self._to_asgi()
 
@@ -442,6 +481,8 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             lead = len(data) - len(data.lstrip(b"\r\n"))  # empty lines before a request (RFC 9112 §2.2)
             if lead == len(data):  # only empty lines: no request begins, the idle and head clocks run on
                 return None
+            if self._request_since is None:  # a request's first byte (its latency counts from here)
+                self._request_since = self.loop.time()
             space = data.find(b" ", lead, lead + _MAX_METHOD + 2)
             if space < 0 and 0 < len(data) - lead <= _MAX_METHOD and _TOKEN.fullmatch(data, lead):
                 self._method_start = data  # the method is not complete yet: which one it is decides
@@ -514,7 +555,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
         still being answered (pipelined in the same read), the refusal waits for that answer, which
         may stand for a committed effect: nothing more is read meanwhile. Its latency counts from
         the request's first byte (a head's time-out took the head timeout, not 0 s)."""
-        since = self._head_since if self._head_since is not None else self._request_since
+        since = self._request_since if self._request_since is not None else self._head_since
         elapsed = self.loop.time() - since if since is not None else 0.0
         self._head_since = None
         refuse = getattr(self.app, "refuse", None)

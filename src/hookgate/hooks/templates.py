@@ -85,6 +85,8 @@ def js_number(value: float) -> str:
     below 1e21 (``0.000001``, ``100000000000000000000``), else in exponent form with a signed,
     unpadded exponent (``1e-7``, ``1.5e+300``); ``-0`` is ``0``. Python's ``repr`` differs below
     1e-4 (``1e-05``) and in the exponent's form, and writes ``2.0`` where JavaScript writes ``2``."""
+    if not math.isfinite(value):
+        raise ValueError(f"not a JSON number: {value!r}")  # never produced by the JSON decoder
     if value == 0:
         return "0"
     text = repr(value)  # the same shortest digits; from 1e-4 to below 1e16 written out as JavaScript does

@@ -221,8 +221,8 @@ class LineLimiter:
     for (those held back since the key's last line, plus ``n``), or ``None`` to hold this one back.
     Past ``max_keys`` keys the one whose line is oldest is forgotten, so a flood of distinct keys
     cannot grow the table; sized to the keys that can be active at once, none is forgotten within its
-    interval. (The table once started over when full: with more keys than that active, every key was
-    new again, and every occurrence was logged.)"""
+    interval; a forgotten key's held-back count is lost with it. (The table once started over when
+    full: with more keys than that active, every key was new again, and every occurrence was logged.)"""
 
     def __init__(self, interval_s: float, max_keys: int = 4096) -> None:
         self.interval_s = interval_s

@@ -42,7 +42,7 @@ class RunContext:
 
 @dataclass(frozen=True, slots=True)
 class CallResult:
-    status: str  # ok | error | timed_out | skipped
+    status: str  # ok | error | timed_out | skipped | lost | cancelled
     reply: str | None = None
     error: str | None = None
     prompt: str | None = None
@@ -211,7 +211,7 @@ async def complete_task_run(ctx: RunContext, run: RunRecord, result: CallResult)
         task = tx.get_task(task_id)
         final = result
         if task is not None and task.status == CANCELLED:
-            final = CallResult("cancelled", error=CANCELLED_BY_OPERATOR)
+            final = CallResult("cancelled", error=CANCELLED_BY_OPERATOR, model=result.model)
         tx.finish_run(run.run_id, final.status, final.reply, final.error, now)
         if final.status == "ok" and final.prompt is not None and final.reply is not None:
             tx.append_transcript(run.session_key, run.session_id, "user", final.prompt, run.run_id, now)

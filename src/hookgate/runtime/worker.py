@@ -259,7 +259,10 @@ class Worker:
         if self._http is None:
             import httpx
 
-            self._http = httpx.AsyncClient(timeout=None)
+            # no pool limit of its own: what is in flight is bounded by maxConcurrentRuns and the
+            # delivery slots (64), and a send that waited for a pooled connection (httpx's default
+            # is 100) would spend its 15 s timeout and an attempt doing nothing
+            self._http = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None))
         return self._http
 
     def runtime_for(self, agent: AgentSettings) -> AgentRuntime:
