@@ -69,49 +69,46 @@ def test_pipelined_requests_are_read_as_they_are_answered(gateway: RunningGatewa
     and kept it while the connection stayed open. Requests are now parsed only while few wait (the
     protocol's PIPELINE_MAX); the rest stays bytes until answered. Every request is still answered, in
     order, once the client reads."""
-    pid = gateway.proc.pid
-    before = _rss_mib(pid)
-    count = 100_000
     request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the answers back up in the server
-    sock.settimeout(30)
-    sock.connect(("127.0.0.1", gateway.port))
-    try:
-        sender = threading.Thread(target=sock.sendall, args=(request * count,), daemon=True)
-        sender.start()
-        # the client reads nothing for longer than the 15 s head timeout: a head the server cut where
-        # it stopped parsing is not the client's to time out (it got a 408, and the rest no answer)
-        time.sleep(16.5)
-        grown = _rss_mib(pid) - before
-        answers = _read_answers(sock, b"HTTP/1.1 200 ", count)
-        sender.join(10)
-    finally:
-        sock.close()
-    assert grown < 20, f"{grown:.0f} MiB more while {count} requests waited"
-    assert answers == count
+    # the client reads nothing for longer than the 15 s head timeout: a head the server cut where it
+    # stopped parsing is not the client's to time out (it got a 408, and the rest no answer)
+    grown, answers = _pipeline_unread(gateway, request, 100_000, b"HTTP/1.1 200 ", wait=16.5, rcvbuf=4096)
+    assert grown < 20, f"{grown:.0f} MiB more while 100 000 requests waited"
+    assert answers == 100_000
 
 
 def test_pipelined_posts_are_read_as_they_are_answered(gateway: RunningGateway) -> None:
     """As above with requests whose handler reads a body: uvicorn's request cycle resumes reading at
     each read of a body, which read on past the bound (the held bytes grew with all the client sent)."""
-    pid = gateway.proc.pid
-    before = _rss_mib(pid)
-    count = 50_000
     request = (b"POST /hooks/nothing-mapped HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HOOKS_TOKEN.encode()
                + b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-    sock = socket.create_connection(("127.0.0.1", gateway.port), timeout=30)
+    grown, answers = _pipeline_unread(gateway, request, 50_000, b"HTTP/1.1 404 ", wait=3.0)
+    assert grown < 8, f"{grown:.0f} MiB more while 50 000 requests waited"
+    assert answers == 50_000
+
+
+def _pipeline_unread(gateway: RunningGateway, request: bytes, count: int, status_line: bytes, *, wait: float,
+                     rcvbuf: int | None = None) -> tuple[float, int]:
+    """Send ``request`` ``count`` times on one connection and read nothing for ``wait`` seconds (with
+    ``rcvbuf``, a small receive buffer: the answers back up in the server); returns how much the
+    server grew meanwhile (MiB) and how many answers came once read."""
+    pid = gateway.proc.pid
+    before = _rss_mib(pid)
+    sock = socket.socket()
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", gateway.port))
     try:
         sender = threading.Thread(target=sock.sendall, args=(request * count,), daemon=True)
         sender.start()
-        time.sleep(3)
+        time.sleep(wait)
         grown = _rss_mib(pid) - before
-        answers = _read_answers(sock, b"HTTP/1.1 404 ", count)
+        answers = _read_answers(sock, status_line, count)
         sender.join(10)
     finally:
         sock.close()
-    assert grown < 8, f"{grown:.0f} MiB more while {count} requests waited"
-    assert answers == count
+    return grown, answers
 
 
 def _read_answers(sock: socket.socket, status_line: bytes, count: int) -> int:
