@@ -313,3 +313,17 @@ def test_a_request_left_unfinished_by_a_half_close_is_not_committed(gateway: Run
     events = _events(gateway)
     assert tag + " whole" in events and tag + " cut" not in events
     assert all(f"{tag} w{i}" in events for i in range(3))
+
+
+def test_a_body_the_parser_refuses_behind_pipelined_requests_gets_its_400(gateway: RunningGateway) -> None:
+    """A chunked body the parser refuses, behind five whole requests in the same read: the five are
+    answered, then the 400, and the connection closes. The refused request waited in uvicorn's
+    pipeline, was started after them, and waited for a body that could never come: the body
+    timeout's 408 came 30 s later, and the 400 was never sent."""
+    wakes = b"".join(_wake(f"before refused {i}") for i in range(5))
+    bad = (b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HOOKS_TOKEN.encode() + b"\r\n"
+           b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"tex\r\nZZ\r\nt\":\"x\"}\r\n0\r\n\r\n")
+    started = time.monotonic()
+    received, closed = raw_request(gateway.port, wakes + bad, read_timeout=10)
+    assert closed and time.monotonic() - started < 5
+    assert re.findall(rb"HTTP/1\.1 (\d{3}) ", received) == [b"200"] * 5 + [b"400"]

@@ -566,6 +566,12 @@ class HookgateHttpProtocol(HttpToolsProtocol):
                 self.transport.close()
             return
         answer = refuse(status, reason, self.client, elapsed, self.server_state.default_headers)
+        pipeline, cycle = self.pipeline, self.cycle
+        if pipeline and pipeline[0][0] is cycle and getattr(cycle, "more_body", False) is True:
+            # the refused request itself (a body the parser refused, behind earlier ones): never
+            # started — it waited in the pipeline, then for a body that cannot come, and got the
+            # body timeout's 408 instead of this answer
+            pipeline.popleft()
         if self._answer_owed():
             self._refusal = answer  # sent by on_response_complete, after the answers still owed
             self.transport.pause_reading()
