@@ -24,7 +24,7 @@ from hookgate.config.names import DEFAULT_FILE_CHANNEL_PATH
 from hookgate.config.paths import resolve_config_path
 from hookgate.config.render import config_hash
 from hookgate.config.routes import RoutesContext, build_webhooks
-from hookgate.config.schema import CHANNEL_SCHEMAS, CONFIG
+from hookgate.config.schema import CHANNEL_SCHEMAS, CONFIG, URL
 from hookgate.config.secrets import resolve_secret_inputs
 from hookgate.config.settings import (
     POSTGRES_UNAVAILABLE,
@@ -262,7 +262,6 @@ _CHANNEL_NEEDS: dict[str, tuple[str, ...]] = {
     "signal": ("baseUrl", "number"), "irc": ("server", "nick"), "webhook": ("url",),
     "imessage": ("serverUrl", "password"),
 }
-_CHANNEL_URLS = frozenset({"apiBaseUrl", "baseUrl", "url", "serverUrl"})
 
 
 def _channel_warnings(cid: str, cfg: Mapping[str, Any]) -> list[str]:
@@ -270,7 +269,8 @@ def _channel_warnings(cid: str, cfg: Mapping[str, Any]) -> list[str]:
     dead = f"every delivery to channel {cid} dead-letters"
     lines = [f"channels.{cid}.{key}: not set: {dead}" for key in _CHANNEL_NEEDS.get(cid, ())
              if cfg.get(key) in (None, {}) or (isinstance(cfg[key], str) and not cfg[key].strip())]
-    for key in sorted(_CHANNEL_URLS & set(cfg)):
+    urls = {key for key, field in CHANNEL_SCHEMAS[cid].fields.items() if field.node is URL}  # the API URLs
+    for key in sorted(urls & set(cfg)):
         value = cfg[key]
         if isinstance(value, str) and value.strip() and urlsplit(value.strip()).scheme.lower() not in ("http", "https"):
             lines.append(f"channels.{cid}.{key}: not an http(s) URL: {dead}")
