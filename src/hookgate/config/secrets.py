@@ -12,6 +12,7 @@ import json
 import os
 import re
 import selectors
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -187,18 +188,30 @@ def _command_problem(cfg: Mapping[str, Any], command: str) -> str | None:
         return "not found"
     if os.path.islink(command) and not cfg.get("allowSymlinkCommand", False):
         return "symlink"
-    trusted = [os.path.abspath(os.path.expanduser(d)) for d in cfg.get("trustedDirs", [])]
+    try:
+        st = os.stat(command) if os.path.islink(command) else lst
+    except OSError:  # an allowed symlink to nothing (it raised out of config check and serve)
+        return "not found"
+    trusted = [os.path.realpath(os.path.expanduser(d)) for d in cfg.get("trustedDirs", [])]
     if trusted:
+        # The file that runs must lie inside: the command's real path, every symlink on it followed
+        # (a symlinked directory on the way, or an allowed symlinked command, pointing out of the
+        # trusted directories ran a file outside them), against the trusted directories' own.
         real = os.path.realpath(command)
-        inside = any(
-            os.path.commonpath([d, c]) == d for d in trusted for c in (os.path.normpath(command), real)
-        )
-        if not inside:
+        if not any(os.path.commonpath([d, real]) == d for d in trusted):
             return "outside trustedDirs"
-    st = os.stat(command) if os.path.islink(command) else lst
     if not cfg.get("allowInsecurePath", False) and (st.st_uid != os.getuid() or st.st_mode & 0o022):
         return "insecure permissions"
     return None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the provider's process group: the provider and whatever it started (a wrapper's
+    ``vault`` or ``op`` call), which a kill of the provider alone left running with no time limit."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the whole group has exited already
+        pass
 
 
 def _run_exec(
@@ -218,6 +231,7 @@ def _run_exec(
         cwd=os.path.dirname(command),
         env=env,
         close_fds=True,
+        start_new_session=True,  # its own process group: a timeout or the cap kills what it started too
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     start = last_output = time.monotonic()
@@ -264,10 +278,13 @@ def _run_exec(
                     raise _ExecFailure(f'Exec provider "{name}" output exceeded {max_output} bytes.')
                 if key.fileobj is proc.stdout:
                     stdout += chunk
+    except _ExecFailure:
+        _kill_group(proc)
+        raise
     finally:
         sel.close()
         if proc.poll() is None:
-            proc.kill()  # SIGKILL
+            _kill_group(proc)
             proc.wait()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if not stream.closed:

@@ -105,6 +105,9 @@ def test_command_checks(kit: Kit, tmp_path: Path) -> None:
     )
     assert resolve(["a"], exec_cfg(link))["a"] == (None, fail.format(link, "symlink"))
     assert resolve(["a"], exec_cfg(link, allowSymlinkCommand=True))["a"] == ("a-value", None)
+    dangling = tmp_path / "dangling.py"
+    os.symlink(tmp_path / "gone.py", dangling)  # allowed, but to nothing: it raised FileNotFoundError
+    assert resolve(["a"], exec_cfg(dangling, allowSymlinkCommand=True))["a"] == (None, fail.format(dangling, "not found"))
     elsewhere = tmp_path / "trusted"
     elsewhere.mkdir()
     assert resolve(["a"], exec_cfg(cmd, trustedDirs=[str(elsewhere)]))["a"] == (
@@ -115,6 +118,32 @@ def test_command_checks(kit: Kit, tmp_path: Path) -> None:
     os.chmod(cmd, 0o720)
     assert resolve(["a"], exec_cfg(cmd))["a"] == (None, fail.format(cmd, "insecure permissions"))
     assert resolve(["a"], exec_cfg(cmd, allowInsecurePath=True))["a"] == ("a-value", None)
+
+
+def test_trusted_dirs_hold_the_file_that_runs_whatever_symlinks_lead_to_it(kit: Kit, tmp_path: Path) -> None:
+    # the check took the command's path as written or its real path: a symlinked directory on the
+    # way, or an allowed symlinked command, inside the trusted directory ran a file outside it
+    trusted, other = tmp_path / "trusted", tmp_path / "other"
+    trusted.mkdir()
+    other.mkdir()
+    outside = kit.script("other/provider.py", ECHO)
+    inside = kit.script("trusted/provider.py", ECHO)
+    os.symlink("../other", trusted / "dir")
+    os.symlink("../other/provider.py", trusted / "out.py")
+    os.symlink(str(inside), other / "in.py")
+    os.symlink(str(trusted), tmp_path / "trusted-link")
+    fail = 'Exec provider "ex" cannot run {}: {}.'
+    only = [str(trusted)]
+    via_dir = trusted / "dir" / "provider.py"
+    assert resolve(["a"], exec_cfg(via_dir, trustedDirs=only))["a"] == (None, fail.format(via_dir, "outside trustedDirs"))
+    via_link = trusted / "out.py"
+    assert resolve(["a"], exec_cfg(via_link, trustedDirs=only, allowSymlinkCommand=True))["a"] == (
+        None, fail.format(via_link, "outside trustedDirs"))
+    assert resolve(["a"], exec_cfg(outside, trustedDirs=only))["a"] == (None, fail.format(outside, "outside trustedDirs"))
+    # what runs is inside: a link to it from elsewhere (allowed), a trusted directory named through a symlink
+    assert resolve(["a"], exec_cfg(other / "in.py", trustedDirs=only, allowSymlinkCommand=True))["a"] == ("a-value", None)
+    assert resolve(["a"], exec_cfg(inside, trustedDirs=[str(tmp_path / "trusted-link")]))["a"] == ("a-value", None)
+    assert resolve(["a"], exec_cfg(tmp_path / "trusted-link" / "provider.py", trustedDirs=only))["a"] == ("a-value", None)
 
 
 def test_what_exec_refuses_is_a_resolution_error_not_a_crash(kit: Kit, tmp_path: Path) -> None:
@@ -171,6 +200,32 @@ def test_timeout_kills(kit: Kit) -> None:
         'Exec provider "ex" timed out after 400ms.',
     )
     assert time.monotonic() - start < 3
+
+
+def test_timeout_kills_what_the_provider_started(kit: Kit, tmp_path: Path) -> None:
+    # a wrapper whose CLI hangs: only the wrapper was killed, and the CLI ran on with no time limit
+    pids = tmp_path / "pids"
+    wrapper = kit.script(
+        "wrapper.py",
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], stdout=subprocess.DEVNULL)\n"
+        f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n",
+    )
+    assert resolve(["a"], exec_cfg(wrapper, timeoutMs=1500))["a"] == (None, 'Exec provider "ex" timed out after 1500ms.')
+    child = int(pids.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"  # a zombie is dead, awaiting its reaper
+    except FileNotFoundError:
+        return False
 
 
 def test_no_output_timeout(kit: Kit) -> None:
