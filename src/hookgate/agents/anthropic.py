@@ -59,7 +59,12 @@ class AnthropicRuntime:
         model = request.model or self.default_model
         if not model:
             raise AgentRuntimeError(f"{self.kind}: no model configured")
-        messages = [{"role": role, "content": content} for role, content in request.history]
+        # The Messages API refuses a first message that is not the user's (400 "first message must
+        # use the user role"): a history window cut after a user message starts with the reply to it
+        history = list(request.history)
+        while history and history[0][0] != "user":
+            del history[0]
+        messages = [{"role": role, "content": content} for role, content in history]
         messages.append({"role": "user", "content": request.prompt})
         body: dict[str, Any] = {"model": model, "max_tokens": self.max_tokens}
         if request.system_prompt:

@@ -66,6 +66,9 @@ def default_answer(req: Recorded) -> Answer:
     if req.path.endswith("/chat/completions"):
         return 200, openai_reply(model, f"hello from {model}")
     if req.path.endswith("/v1/messages"):
+        messages = req.body.get("messages") or [{}]
+        if messages[0].get("role") != "user":  # as the Messages API refuses it
+            return 400, anthropic_error('messages: first message must use the "user" role', "invalid_request_error")
         return 200, anthropic_reply(model, [{"type": "text", "text": f"hello from {model}"}])
     return 404, {"error": {"message": "not found"}}
 

@@ -87,6 +87,23 @@ async def test_request_shape_and_reply(model_api: Any, http: httpx.AsyncClient) 
     }
 
 
+async def test_history_starts_with_a_user_message(model_api: Any, http: httpx.AsyncClient) -> None:
+    # a window of historyMessages cut after a user message (any odd count) began with an assistant
+    # message, which the Messages API refuses with a 400: every heartbeat of the agent failed
+    rt = build_runtime(agent(model_api.url), http=http)
+    history = (("assistant", "first"), ("user", "second"), ("assistant", "third"))
+    assert await rt.complete(request(history=history)) == "hello from claude-sonnet-4-5"
+    [rec] = model_api.requests
+    assert rec.body["messages"] == [
+        {"role": "user", "content": "second"},
+        {"role": "assistant", "content": "third"},
+        {"role": "user", "content": "Review the system events above"},
+    ]
+    only_assistant = (("assistant", "a"), ("assistant", "b"))
+    assert await rt.complete(request(history=only_assistant)) == "hello from claude-sonnet-4-5"
+    assert model_api.requests[1].body["messages"] == [{"role": "user", "content": "Review the system events above"}]
+
+
 @pytest.mark.parametrize(
     ("level", "budget"),
     [
