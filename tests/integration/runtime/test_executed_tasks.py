@@ -112,3 +112,34 @@ def test_the_routes_agent_runs_tasks_that_name_none(gateway_factory: GatewayFact
     assert runs[named["taskId"]] == ("main", f"agent:main:subagent:{named['taskId']}")
     assert runs[child["taskId"]] == ("ops", "agent:ops:subagent:c1")
     assert runs[ghost["taskId"]] == ("helper", f"agent:helper:subagent:{ghost['taskId']}")
+
+
+def test_a_task_run_cancelled_after_its_last_attempt_crashed_keeps_attempt_2(gateway_factory: GatewayFactory) -> None:
+    # Two kill -9s, then cancel_flow inside the dead process's lease: the claim that found attempt 2's
+    # lease expired counted a third attempt, and the run ended `cancelled` with attempt 3 (model.md
+    # §5.1: 1 or 2) and that claim's time as its startedAt, though nothing started then.
+    cfg = config()
+    cfg["storage"]["leaseSeconds"] = 4
+    gw = gateway_factory(cfg)
+    flow = act(gw, action="create_flow", goal="g")["result"]["flow"]
+    task = act(gw, action="run_task", flowId=flow["flowId"], runtime="subagent",
+               task="[[echo:sleep=60]] long")["result"]["task"]
+
+    def run() -> dict[str, Any]:
+        with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+            conn.row_factory = sqlite3.Row
+            row = conn.execute("SELECT status, attempt, started_at FROM runs WHERE kind = 'task'").fetchone()
+        return dict(row)
+
+    wait_for(lambda: run()["status"] == "running")
+    gw.kill9()
+    gw.start()
+    second = wait_for(lambda: (r := run())["attempt"] == 2 and r["status"] == "running" and r, timeout=15)
+    gw.kill9()
+    gw.start()
+    cancelled = act(gw, action="cancel_flow", flowId=flow["flowId"])
+    assert cancelled["result"]["flow"]["status"] == "cancelled"
+    assert run()["status"] == "running"  # still the dead process's lease
+    final = wait_for(lambda: (r := run())["status"] != "running" and r, timeout=15)
+    assert final == {"status": "cancelled", "attempt": 2, "started_at": second["started_at"]}
+    assert task_of(gw, task["taskId"])["status"] == "cancelled"

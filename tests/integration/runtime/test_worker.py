@@ -101,12 +101,13 @@ def test_kill9_mid_run_resumes_then_ends_lost(gateway_factory: GatewayFactory) -
     wait_for(lambda: run_row(gw, doomed).get("status") == "running")
     gw.kill9()
     gw.start()
-    wait_for(lambda: run_row(gw, doomed).get("attempt") == 2, timeout=10)
+    second = wait_for(lambda: (r := run_row(gw, doomed)).get("attempt") == 2 and r, timeout=10)
     gw.kill9()
     gw.start()
     row = wait_for(lambda: (r := run_row(gw, doomed)) and r["status"] == "lost" and r, timeout=10)
     assert row["error"] == "run interrupted; retry limit reached"
     assert row["attempt"] == 2  # model.md §5.1: 1 or 2 — the third claim is not an attempt
+    assert row["started_at"] == second["started_at"]  # nor is its time a start
     assert json.loads(gw.cli("runs", "show", doomed).stdout)["attempt"] == 2
     assert "Hook Doomed (lost): run interrupted; retry limit reached" in {e["text"] for e in events(gw)}
 

@@ -78,10 +78,13 @@ SELECT run_id, seq FROM (
 ) ORDER BY created_at, seq LIMIT ?2
 
 -- name: claim_run
--- a queued run starts its current attempt; a running one whose lease expired crashed: next attempt
+-- a queued run starts its current attempt; a running one whose lease expired crashed: next attempt.
+-- After attempt 2 (model.md §5.1: 1 or 2) the count goes to 3 only for the worker to end the run
+-- lost without starting it: its startedAt stays attempt 2's (finish_run takes the count back).
 UPDATE runs SET
     attempt = CASE WHEN status = 'running' THEN attempt + 1 ELSE attempt END,
-    status = 'running', leased_by = ?2, lease_until = ?3, started_at = ?4, updated_at = ?4
+    started_at = CASE WHEN status = 'running' AND attempt >= 2 THEN started_at ELSE ?4 END,
+    status = 'running', leased_by = ?2, lease_until = ?3, updated_at = ?4
 WHERE seq = ?1  -- as claimable_runs gave it, in the same transaction
 
 -- name: renew_run_lease
@@ -103,11 +106,12 @@ WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?3 AND run_id = ?1),
                  (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0)) AND run_id = ?1
 
 -- name: finish_run
--- A run ends `lost` when the claim that found attempt 2's lease expired counted a third attempt,
--- which never starts: the record keeps attempt 2, the last one that ran (model.md §5.1: 1 or 2).
+-- The claim that found attempt 2's lease expired counted a third attempt, which never starts: the
+-- run ends `lost`, or `cancelled` when its task was cancelled meanwhile, and either way the record
+-- keeps attempt 2, the last one that ran (model.md §5.1: 1 or 2).
 UPDATE runs SET status = ?2, reply = ?3, error = ?4, ended_at = ?5, updated_at = ?5,
     leased_by = NULL, lease_until = NULL,
-    attempt = CASE WHEN ?2 = 'lost' AND attempt > 1 THEN attempt - 1 ELSE attempt END
+    attempt = CASE WHEN attempt > 2 THEN 2 ELSE attempt END
 WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?6 AND run_id = ?1),
                  (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0)) AND run_id = ?1
   AND status IN ('queued', 'running')  -- an ended run keeps its end
