@@ -14,6 +14,7 @@ import re
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -205,12 +206,17 @@ def _command_problem(cfg: Mapping[str, Any], command: str) -> str | None:
     return None
 
 
+_REAP_WAIT_S = 1.0
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the provider's process group: the provider and whatever it started (a wrapper's
     ``vault`` or ``op`` call), which a kill of the provider alone left running with no time limit."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):  # the whole group has exited already
+    except ProcessLookupError:  # the whole group has exited already
+        pass
+    except PermissionError:  # a member this user may not signal (a setuid program): see _run_exec
         pass
 
 
@@ -285,7 +291,12 @@ def _run_exec(
         sel.close()
         if proc.poll() is None:
             _kill_group(proc)
-            proc.wait()
+            try:
+                proc.wait(timeout=_REAP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                # a provider this user may not signal (a setuid `sudo`): left to run, its pipes closed
+                # below, and reaped whenever it ends, rather than the resolution waiting with no limit
+                threading.Thread(target=proc.wait, name="hookgate-exec-reaper", daemon=True).start()
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if not stream.closed:
                 stream.close()

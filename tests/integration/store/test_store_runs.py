@@ -127,6 +127,40 @@ async def test_claim_takes_queued_and_expired_runs_oldest_first(store: SqliteSto
     assert r1 is not None and (r1.status, r1.attempt) == ("running", 2)
 
 
+async def test_a_claim_past_attempt_2_keeps_attempt_2s_start_through_a_release(store: SqliteStore) -> None:
+    # The claim that finds attempt 2's lease expired counts a third attempt only for the worker to end
+    # the run lost; a worker shutting down gives such a claim back (release_run), which set startedAt
+    # to NULL, and the next claim stored its own time: the lost run showed a start nothing made.
+    await store.enqueue_hook_run(new_run("r"), None)
+
+    async def claim(at: int, who: str) -> None:
+        assert await store.flow_write(lambda tx: tx.claim_runs(who, at, at + 10, 1)) == ["r"]
+
+    async def state() -> tuple[str, int, int | None]:
+        run = await store.get_run("r")
+        assert run is not None
+        return run.status, run.attempt, run.started_at
+
+    await claim(NOW, "w1")
+    await claim(NOW + 20, "w2")  # w1's lease expired: attempt 2 starts
+    assert await state() == ("running", 2, NOW + 20)
+    await claim(NOW + 40, "w3")
+    assert await state() == ("running", 3, NOW + 20)
+    await store.flow_write(lambda tx: tx.release_run("r", "w3", NOW + 41))
+    assert await state() == ("queued", 3, NOW + 20)
+    await claim(NOW + 50, "w4")
+    assert await state() == ("running", 3, NOW + 20)
+    await store.flow_write(lambda tx: tx.finish_run("r", "lost", None, "run interrupted; retry limit reached", NOW + 51))
+    assert await state() == ("lost", 2, NOW + 20)
+    # a queued attempt 1 given back and claimed again starts when it is claimed
+    await store.enqueue_hook_run(new_run("q"), None)
+    assert await store.flow_write(lambda tx: tx.claim_runs("w1", NOW + 60, NOW + 70, 1)) == ["q"]
+    await store.flow_write(lambda tx: tx.release_run("q", "w1", NOW + 61))
+    assert (await store.get_run("q")).started_at is None  # type: ignore[union-attr]
+    assert await store.flow_write(lambda tx: tx.claim_runs("w1", NOW + 80, NOW + 90, 1)) == ["q"]
+    assert (await store.get_run("q")).started_at == NOW + 80  # type: ignore[union-attr]
+
+
 async def test_claiming_reads_only_the_claimable_runs(store: SqliteStore) -> None:
     """The claim and the backlog count use the partial index of queued/running runs: their cost does
     not grow with the finished runs kept in the table."""

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from hookgate.config.secrets import resolve_secret_inputs
 
@@ -318,3 +321,25 @@ def test_a_value_holding_an_unpaired_surrogate_is_unresolved(kit: Kit) -> None:
     out = resolve(["lone", "pair"], exec_cfg(cmd))
     assert out["pair"] == ("x\U0001f680y", None)
     assert out["lone"] == (None, 'Exec provider "ex" failed for id "lone" (value holds an unpaired surrogate).')
+
+
+def test_a_provider_that_cannot_be_signalled_does_not_hold_the_resolution(
+    kit: Kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A setuid provider (`sudo`) cannot be killed by this user: the kill was refused and the cleanup
+    # waited for the provider to end by itself, so `timeoutMs` bounded nothing. (The refusal is made
+    # here by os.killpg answering EPERM, as the kernel does for such a process group.)
+    pidfile = tmp_path / "pid"
+    stuck = kit.script("stuck.py", f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+
+    def refused(pgid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "killpg", refused)
+    start = time.monotonic()
+    try:
+        assert resolve(["a"], exec_cfg(stuck, timeoutMs=500))["a"] == (None, 'Exec provider "ex" timed out after 500ms.')
+        assert time.monotonic() - start < 5
+    finally:
+        monkeypatch.undo()
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)

@@ -79,11 +79,13 @@ SELECT run_id, seq FROM (
 
 -- name: claim_run
 -- a queued run starts its current attempt; a running one whose lease expired crashed: next attempt.
--- After attempt 2 (model.md §5.1: 1 or 2) the count goes to 3 only for the worker to end the run
--- lost without starting it: its startedAt stays attempt 2's (finish_run takes the count back).
+-- After attempt 2 (model.md §5.1: 1 or 2; runtime.runs.MAX_ATTEMPTS) the count goes to 3 only for
+-- the worker to end the run lost without starting it: its startedAt stays attempt 2's, also when
+-- such a claim was released and is claimed again (finish_run takes the count back).
 UPDATE runs SET
     attempt = CASE WHEN status = 'running' THEN attempt + 1 ELSE attempt END,
-    started_at = CASE WHEN status = 'running' AND attempt >= 2 THEN started_at ELSE ?4 END,
+    started_at = CASE WHEN (CASE WHEN status = 'running' THEN attempt + 1 ELSE attempt END) > 2
+                      THEN started_at ELSE ?4 END,
     status = 'running', leased_by = ?2, lease_until = ?3, updated_at = ?4
 WHERE seq = ?1  -- as claimable_runs gave it, in the same transaction
 
@@ -95,7 +97,9 @@ WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?4 AND run_id = ?1),
   AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
 
 -- name: release_run
-UPDATE runs SET status = 'queued', leased_by = NULL, lease_until = NULL, started_at = NULL, updated_at = ?3
+-- (a claim past attempt 2 started nothing: the run keeps attempt 2's startedAt for its end)
+UPDATE runs SET status = 'queued', leased_by = NULL, lease_until = NULL,
+    started_at = CASE WHEN attempt > 2 THEN started_at END, updated_at = ?3
 WHERE seq = coalesce((SELECT seq FROM runs WHERE seq = ?4 AND run_id = ?1),
                  (SELECT seq FROM runs WHERE run_id = ?1 AND id_from_seq = 0))
   AND run_id = ?1 AND leased_by = ?2 AND status = 'running'
