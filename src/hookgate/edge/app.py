@@ -225,7 +225,7 @@ class Gateway:
             if not secrets_equal(token, self.metrics_token):
                 self.metrics.auth_failures.inc(("health", "metrics"))
                 return error_b(401, "Unauthorized")
-        return Answer(200, self.metrics.render(), content_type=metrics_mod.CONTENT_TYPE.encode())
+        return Answer(200, await self.metrics.scrape(), content_type=metrics_mod.CONTENT_TYPE.encode())
 
     async def _ready(self) -> Answer:
         failing: list[str] = []
