@@ -241,6 +241,14 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
             *ctx.enabled_channels,
         ):
             ctx.warnings.append(f'hooks.mappings[{m.index}].channel: channel "{m.channel}" is not configured')
+    first_with: dict[str, int] = {}
+    for m in explicit:  # the spec makes ids neither unique nor not; a user who repeats one lost a label
+        if (first := first_with.setdefault(m.id, m.index)) != m.index:
+            ctx.warnings.append(f'hooks.mappings[{m.index}].id: "{m.id}" is also hooks.mappings[{first}]\'s: '
+                                "their requests share one label in metrics and logs")
+        elif m.id == "gmail" and "gmail" in presets:
+            ctx.warnings.append(f'hooks.mappings[{m.index}].id: "gmail" is also the gmail preset\'s: '
+                                "their requests share one label in metrics and logs")
     transforms_dir, explicit = _transforms(tree, explicit, bool(explicit or presets), ctx)
     mappings = explicit + [gmail_preset(len(explicit) + k, tree["gmail"]) for k, _ in enumerate(presets)]
     default_key = _opt(tree.get("defaultSessionKey"))

@@ -342,6 +342,23 @@ def test_internal_is_ignored_with_warning(kit: Kit) -> None:
     )
 
 
+def test_a_repeated_mapping_id_is_warned_about(kit: Kit) -> None:
+    # ids label a mapping's requests in metrics and logs (hooks.md §6.1); the spec does not make them
+    # unique, so a repeat loads, and config check says what it costs
+    wake = {"action": "wake", "textTemplate": "x"}
+    s = kit.load(hooks(presets=["gmail"], allowedSessionKeyPrefixes=["hook:"], mappings=[
+        {"id": "ci", "match": {"path": "a"}, **wake}, {"id": " ci ", "match": {"path": "b"}, **wake},
+        {"match": {"path": "c"}, **wake}, {"id": "mapping-3", "match": {"path": "d"}, **wake},
+        {"id": "gmail", "match": {"path": "e"}, **wake}, {"id": "other", "match": {"path": "f"}, **wake},
+    ]))
+    assert s.warnings == (
+        'hooks.mappings[1].id: "ci" is also hooks.mappings[0]\'s: their requests share one label in metrics and logs',
+        ('hooks.mappings[3].id: "mapping-3" is also hooks.mappings[2]\'s: their requests share one label in '
+         "metrics and logs"),
+        'hooks.mappings[4].id: "gmail" is also the gmail preset\'s: their requests share one label in metrics and logs',
+    )
+
+
 @pytest.mark.parametrize("model", ["/", "openai/", "/gpt", "openai/*", "open ai/gpt", "wild", "*"])
 def test_a_gmail_model_no_run_can_use_is_warned_about(kit: Kit, model: str) -> None:
     """model.md §9.2: Gmail runs silently ignore an unusable hooks.gmail.model; `config check` says so
