@@ -123,6 +123,19 @@ def test_command_checks(kit: Kit, tmp_path: Path) -> None:
     assert resolve(["a"], exec_cfg(cmd, allowInsecurePath=True))["a"] == ("a-value", None)
 
 
+def test_a_command_owned_by_another_user_is_refused(kit: Kit, monkeypatch: pytest.MonkeyPatch) -> None:
+    # webhooks.md §1.3: owned by the current user unless allowInsecurePath (a root-owned system binary
+    # run by a non-root hookgate, say); the check was tested nowhere
+    cmd = kit.script("provider.py", ECHO)
+    owner = os.stat(cmd).st_uid
+    monkeypatch.setattr(os, "getuid", lambda: owner + 1)
+    fail = 'Exec provider "ex" cannot run {}: {}.'
+    assert resolve(["a"], exec_cfg(cmd))["a"] == (None, fail.format(cmd, "insecure permissions"))
+    assert resolve(["a"], exec_cfg(cmd, allowInsecurePath=True))["a"] == ("a-value", None)
+    monkeypatch.setattr(os, "getuid", lambda: owner)
+    assert resolve(["a"], exec_cfg(cmd))["a"] == ("a-value", None)
+
+
 def test_trusted_dirs_hold_the_file_that_runs_whatever_symlinks_lead_to_it(kit: Kit, tmp_path: Path) -> None:
     # the check took the command's path as written or its real path: a symlinked directory on the
     # way, or an allowed symlinked command, inside the trusted directory ran a file outside it
