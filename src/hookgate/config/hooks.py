@@ -229,6 +229,7 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
         elif name not in presets:
             presets.append(name)
     explicit = [_explicit_mapping(i, raw) for i, raw in enumerate(tree["mappings"])]
+    given_ids = {m.index for m in explicit if _opt(tree["mappings"][m.index].get("id")) is not None}
     for m in explicit:
         raw_mapping = tree["mappings"][m.index]
         if isinstance(raw_mapping, dict) and _opt(raw_mapping.get("id")) is None:
@@ -243,11 +244,12 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
             ctx.warnings.append(f'hooks.mappings[{m.index}].channel: channel "{m.channel}" is not configured')
     first_with: dict[str, int] = {}
     for m in explicit:  # the spec makes ids neither unique nor not; a user who repeats one lost a label
+        named = f"hooks.mappings[{m.index}].id:" if m.index in given_ids else f"hooks.mappings[{m.index}]: its default id"
         if (first := first_with.setdefault(m.id, m.index)) != m.index:
-            ctx.warnings.append(f'hooks.mappings[{m.index}].id: "{m.id}" is also hooks.mappings[{first}]\'s: '
+            ctx.warnings.append(f'{named} "{m.id}" is also hooks.mappings[{first}]\'s: '
                                 "their requests share one label in metrics and logs")
         elif m.id == "gmail" and "gmail" in presets:
-            ctx.warnings.append(f'hooks.mappings[{m.index}].id: "gmail" is also the gmail preset\'s: '
+            ctx.warnings.append(f'{named} "gmail" is also the gmail preset\'s: '
                                 "their requests share one label in metrics and logs")
     transforms_dir, explicit = _transforms(tree, explicit, bool(explicit or presets), ctx)
     mappings = explicit + [gmail_preset(len(explicit) + k, tree["gmail"]) for k, _ in enumerate(presets)]

@@ -350,12 +350,15 @@ def test_a_repeated_mapping_id_is_warned_about(kit: Kit) -> None:
         {"id": "ci", "match": {"path": "a"}, **wake}, {"id": " ci ", "match": {"path": "b"}, **wake},
         {"match": {"path": "c"}, **wake}, {"id": "mapping-3", "match": {"path": "d"}, **wake},
         {"id": "gmail", "match": {"path": "e"}, **wake}, {"id": "other", "match": {"path": "f"}, **wake},
+        {"id": "mapping-8", "match": {"path": "g"}, **wake}, {"match": {"path": "h"}, **wake},
     ]))
     assert s.warnings == (
         'hooks.mappings[1].id: "ci" is also hooks.mappings[0]\'s: their requests share one label in metrics and logs',
         ('hooks.mappings[3].id: "mapping-3" is also hooks.mappings[2]\'s: their requests share one label in '
          "metrics and logs"),
         'hooks.mappings[4].id: "gmail" is also the gmail preset\'s: their requests share one label in metrics and logs',
+        ('hooks.mappings[7]: its default id "mapping-8" is also hooks.mappings[6]\'s: their requests share one label '
+         "in metrics and logs"),
     )
 
 

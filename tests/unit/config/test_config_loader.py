@@ -677,3 +677,14 @@ def test_a_json5_file_and_a_json_file_with_repeated_keys_read_alike(tmp_path: Pa
     assert got[0] == got[1] == {"a": 3, "b": {"x": 2}}
     assert [getattr(g, "repeated", ()) for g in got] == [("a",), ("a",)]
     assert [getattr(g["b"], "repeated", ()) for g in got] == [("x",), ("x",)]
+
+
+@pytest.mark.parametrize(("depth", "error"), [(40, "x: unknown key"), (600, "nested"), (5000, "nested")])
+def test_a_deeply_nested_json_file_reads_as_json5_reads_it(tmp_path: Path, depth: int, error: str) -> None:
+    # json's C parser reads ~990 levels, json5's ~60: a plain-JSON file 600 deep got past the parser
+    # and crashed the recursive walks after it (a RecursionError traceback from config check and serve)
+    path = tmp_path / "deep.json"
+    path.write_text('{"gateway": {"port": 18789}, "x": ' + "[" * depth + "]" * depth + "}", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_settings(str(path), {})
+    assert info.value.lines == [f"{path}: invalid JSON5: nested too deeply" if error == "nested" else error]
