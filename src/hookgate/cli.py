@@ -26,6 +26,7 @@ from hookgate.errors import ConfigError, HookgateError
 from hookgate.obs import logging as obs_logging
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _MAX_DURATION_S = 36500 * 86400  # a century, as storage.retention.*Days; more reaches past any record
@@ -231,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HookgateError as exc:
         _complain(f"error: {exc.message}")
         return EXIT_FAILED
+    except KeyboardInterrupt:  # Ctrl-C: the shell's status for SIGINT, and no traceback for it
+        _complain("interrupted")
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         if not _stdout_gone():
             raise  # another pipe or socket broke: that is an error worth its traceback

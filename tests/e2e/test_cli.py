@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -386,3 +391,29 @@ def test_a_full_disk_on_stdout_is_one_error_line(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code],
                        cwd=tmp_path, stderr=subprocess.PIPE, text=True, timeout=60, check=False)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_ctrl_c_ends_a_command_with_130_and_no_traceback(tmp_path: Path) -> None:
+    # Ctrl-C during a slow exec provider printed a KeyboardInterrupt traceback; the provider has a
+    # session of its own, so it does not get the SIGINT: its timeout still ends it
+    provider = tmp_path / "slow.sh"
+    started = tmp_path / "started"
+    provider.write_text(f"#!/bin/sh\ntouch {started}\nsleep 60\n")
+    provider.chmod(0o700)
+    (tmp_path / "c.json5").write_text(json.dumps({
+        "secrets": {"providers": {"ex": {"source": "exec", "command": str(provider), "timeoutMs": 1500}}},
+        "hooks": {"enabled": True, "token": {"source": "exec", "provider": "ex", "id": "a"}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKGATE_")}
+    # as in a terminal, whatever this test run's own SIGINT disposition (a background job ignores it)
+    as_typed = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "sys.argv = ['hookgate', 'config', 'check', '--config', 'c.json5']; "
+                "runpy.run_module('hookgate.cli', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", as_typed], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:  # the command is inside the resolution
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.strip() == "interrupted" and "Traceback" not in out + err
