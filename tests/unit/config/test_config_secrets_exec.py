@@ -228,7 +228,8 @@ def test_timeout_kills_what_the_provider_started(kit: Kit, tmp_path: Path) -> No
         f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
         "time.sleep(60)\n",
     )
-    assert resolve(["a"], exec_cfg(wrapper, timeoutMs=1500))["a"] == (None, 'Exec provider "ex" timed out after 1500ms.')
+    # 3 s: time for the wrapper to start its child on a busy machine before the timeout kills them
+    assert resolve(["a"], exec_cfg(wrapper, timeoutMs=3000))["a"] == (None, 'Exec provider "ex" timed out after 3000ms.')
     child = int(pids.read_text())
     deadline = time.monotonic() + 5
     while _alive(child) and time.monotonic() < deadline:
@@ -355,4 +356,7 @@ def test_a_provider_that_cannot_be_signalled_does_not_hold_the_resolution(
         assert time.monotonic() - start < 5
     finally:
         monkeypatch.undo()
+        deadline = time.monotonic() + 20  # the provider runs on (it could not be killed): let it write
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.kill(int(pidfile.read_text()), signal.SIGKILL)
