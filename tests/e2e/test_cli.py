@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from clirun import hookgate
+from clirun import cli_env, hookgate
 
 
 def test_config_check_reports_every_error_with_its_key_path(tmp_path: Path) -> None:
@@ -403,12 +402,11 @@ def test_ctrl_c_ends_a_command_with_130_and_no_traceback(tmp_path: Path) -> None
     (tmp_path / "c.json5").write_text(json.dumps({
         "secrets": {"providers": {"ex": {"source": "exec", "command": str(provider), "timeoutMs": 1500}}},
         "hooks": {"enabled": True, "token": {"source": "exec", "provider": "ex", "id": "a"}}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKGATE_")}
     # as in a terminal, whatever this test run's own SIGINT disposition (a background job ignores it)
     as_typed = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
                 "sys.argv = ['hookgate', 'config', 'check', '--config', 'c.json5']; "
                 "runpy.run_module('hookgate.cli', run_name='__main__')")
-    proc = subprocess.Popen([sys.executable, "-c", as_typed], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([sys.executable, "-c", as_typed], cwd=tmp_path, env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
     while not started.exists() and time.monotonic() < deadline:  # the command is inside the resolution

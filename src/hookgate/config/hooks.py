@@ -229,11 +229,23 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
         elif name not in presets:
             presets.append(name)
     explicit = [_explicit_mapping(i, raw) for i, raw in enumerate(tree["mappings"])]
-    given_ids = {m.index for m in explicit if _opt(tree["mappings"][m.index].get("id")) is not None}
+    first_with: dict[str, int] = {}
+    repeated_ids: list[str] = []  # told after the channel lines
     for m in explicit:
         raw_mapping = tree["mappings"][m.index]
-        if isinstance(raw_mapping, dict) and _opt(raw_mapping.get("id")) is None:
+        given = _opt(raw_mapping.get("id")) is not None
+        if not given:
             raw_mapping["id"] = m.id  # the default id, written into the tree: `config show` prints it
+        # the spec makes ids neither unique nor not; a user who repeats one lost a label
+        if (first := first_with.setdefault(m.id, m.index)) != m.index:
+            also = f"hooks.mappings[{first}]'s"
+        elif m.id == "gmail" and "gmail" in presets:
+            also = "the gmail preset's"
+        else:
+            also = None
+        if also is not None:
+            named = f"hooks.mappings[{m.index}].id:" if given else f"hooks.mappings[{m.index}]: its default id"
+            repeated_ids.append(f'{named} "{m.id}" is also {also}: their requests share one label in metrics and logs')
         raw_channel = raw_mapping.get("channel")
         if raw_channel is not None and m.channel is None:
             ctx.errors.append(f"hooks.mappings[{m.index}].channel: must be a non-empty string")
@@ -242,15 +254,7 @@ def build_hooks(tree: Mapping[str, Any], ctx: HooksContext) -> HooksSettings:
             *ctx.enabled_channels,
         ):
             ctx.warnings.append(f'hooks.mappings[{m.index}].channel: channel "{m.channel}" is not configured')
-    first_with: dict[str, int] = {}
-    for m in explicit:  # the spec makes ids neither unique nor not; a user who repeats one lost a label
-        named = f"hooks.mappings[{m.index}].id:" if m.index in given_ids else f"hooks.mappings[{m.index}]: its default id"
-        if (first := first_with.setdefault(m.id, m.index)) != m.index:
-            ctx.warnings.append(f'{named} "{m.id}" is also hooks.mappings[{first}]\'s: '
-                                "their requests share one label in metrics and logs")
-        elif m.id == "gmail" and "gmail" in presets:
-            ctx.warnings.append(f'{named} "gmail" is also the gmail preset\'s: '
-                                "their requests share one label in metrics and logs")
+    ctx.warnings.extend(repeated_ids)
     transforms_dir, explicit = _transforms(tree, explicit, bool(explicit or presets), ctx)
     mappings = explicit + [gmail_preset(len(explicit) + k, tree["gmail"]) for k, _ in enumerate(presets)]
     default_key = _opt(tree.get("defaultSessionKey"))

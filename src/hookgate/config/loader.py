@@ -50,6 +50,7 @@ from hookgate.config.validate import (
     unpaired_surrogate,
 )
 from hookgate.errors import ConfigError
+from hookgate.jsonbody import depth_exceeds
 
 CONFIG_ENV = "HOOKGATE_CONFIG"
 DEFAULT_CONFIG_NAME = "hookgate.json5"
@@ -121,7 +122,7 @@ def read_config_file(path: str) -> Any:
         # Only a tree json5 surely reads too: json5 stops at ~60 levels ("nested too deeply"), which
         # also keeps the recursive walks over the tree that follow within Python's stack.
         tree = json.loads(text, object_pairs_hook=_object)
-        if _depth_within(tree, _JSON_FAST_DEPTH):
+        if not depth_exceeds(tree, _JSON_FAST_DEPTH):
             return tree
     except (ValueError, RecursionError):
         pass
@@ -134,23 +135,6 @@ def read_config_file(path: str) -> Any:
 
 
 _JSON_FAST_DEPTH = 32  # a real config nests under 10 levels
-
-
-def _depth_within(tree: Any, limit: int) -> bool:
-    """Whether no value of ``tree`` is nested more than ``limit`` objects or arrays deep (iterative)."""
-    stack = [(tree, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Iterable[Any] = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > limit:
-            return False
-        stack.extend((child, depth + 1) for child in children)
-    return True
 
 
 class _Repeated(dict[str, Any]):

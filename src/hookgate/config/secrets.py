@@ -284,13 +284,13 @@ def _run_exec(
                     raise _ExecFailure(f'Exec provider "{name}" output exceeded {max_output} bytes.')
                 if key.fileobj is proc.stdout:
                     stdout += chunk
-    except _ExecFailure:
+    except BaseException:
+        # (the provider may have exited and a child of it still hold its output: the group, not the pid)
         _kill_group(proc)
         raise
     finally:
         sel.close()
-        if proc.poll() is None:
-            _kill_group(proc)
+        if proc.poll() is None:  # only a failure leaves the loop with the provider running
             try:
                 proc.wait(timeout=_REAP_WAIT_S)
             except subprocess.TimeoutExpired:
