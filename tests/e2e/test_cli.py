@@ -357,9 +357,63 @@ def test_commands_that_only_read_change_no_database(tmp_path: Path) -> None:
         assert r.returncode == 1, argv
         assert f"error: database schema version {latest - 1} is older than this hookgate ({latest})" in r.stderr, argv
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
-    # a command that writes still migrates, as before
+    # a command that writes does not migrate the file under a serve process still running on it (one
+    # of this version would have migrated it: it is an older one), here the serve lock held
+    import fcntl
+    import os
+
+    fd = os.open(tmp_path / "hookgate.db.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = hookgate(tmp_path, "replay", "deliveries", "--dead")
+    finally:
+        os.close(fd)
+    assert r.returncode == 1 and r.stderr == (
+        f"error: database {db} is of schema version {latest - 1} and a hookgate serve process is running on it: "
+        f"a serve of this version migrates it to {latest} when it starts; run this command after that\n"), r.stderr
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    # with no serve running, a command that writes still migrates, as before
     assert hookgate(tmp_path, "replay", "deliveries", "--dead").returncode == 0
     assert hookgate(tmp_path, "events", "list").returncode == 0
+
+
+def test_a_read_leaves_the_wal_of_a_killed_server_where_it_is(tmp_path: Path) -> None:
+    """A command that only reads changes nothing in the file: it reads what a server killed with
+    SIGKILL left in the WAL without folding it into the database file (its connection, the last to
+    close, checkpointed it there)."""
+    import hashlib
+
+    _seeded(tmp_path, _nothing)
+    child = subprocess.run([sys.executable, "-c", """if True:
+        import asyncio, os, signal
+        from hookgate.store.sqlite import SqliteStore
+
+        async def main():
+            store = SqliteStore("hookgate.db")
+            await store.open("serve")
+            await store.queue_system_event(session_key="agent:main:main", agent_id="main", text="in the wal",
+                                           now_ms=1_700_000_000_000, wake_reason=None)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        asyncio.run(main())
+        """], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=60, check=False)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    files = ("hookgate.db", "hookgate.db-wal")
+
+    def digests() -> list[str]:
+        return [hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() for name in files]
+
+    before = digests()
+    for argv in (("events", "list"), ("runs", "list"), ("flows", "list")):
+        r = hookgate(tmp_path, *argv)
+        assert r.returncode == 0, (argv, r.stderr)
+        if argv[0] == "events":
+            assert "in the wal" in r.stdout
+        assert digests() == before, argv
+    # a command that writes, the last connection to close, folds it in (as serve's would)
+    assert hookgate(tmp_path, "replay", "deliveries", "--dead").returncode == 0
+    assert not (tmp_path / "hookgate.db-wal").exists()
+    assert "in the wal" in hookgate(tmp_path, "events", "list").stdout
 
 
 def test_errors_repeat_what_was_typed_on_one_line(tmp_path: Path) -> None:
@@ -415,3 +469,37 @@ def test_ctrl_c_ends_a_command_with_130_and_no_traceback(tmp_path: Path) -> None
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert err.strip() == "interrupted" and "Traceback" not in out + err
+
+
+def test_serve_logs_the_migration_it_runs(tmp_path: Path) -> None:
+    """A start that migrates an existing file says so, before and after (a big file takes seconds
+    before the gateway listens); a new file's first migration is no news."""
+    import sqlite3
+
+    _seeded(tmp_path, _nothing)
+    db = tmp_path / "hookgate.db"
+    with sqlite3.connect(db) as conn:  # made to look one migration older
+        latest = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+        conn.execute("DELETE FROM schema_migrations WHERE version = ?", (latest,))
+    conn.close()
+
+    def serve_log() -> list[dict[str, Any]]:
+        proc = subprocess.Popen([sys.executable, "-m", "hookgate.cli", "serve", "--port", "0", "--no-worker",
+                                 "--log-format", "json"], cwd=tmp_path, env=cli_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        while " listening on " not in proc.stdout.readline() and time.monotonic() < deadline:
+            pass
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        return [json.loads(line) for line in err.splitlines()]
+
+    lines = [e for e in serve_log() if e["event"].startswith("store.migrat")]
+    assert [(e["event"], e["level"], e["from_version"], e["to_version"]) for e in lines] == [
+        ("store.migrating", "info", latest - 1, latest), ("store.migrated", "info", latest - 1, latest)]
+    assert isinstance(lines[1]["duration_ms"], int) and lines[1]["duration_ms"] >= 0
+    assert not [e for e in serve_log() if e["event"].startswith("store.migrat")]  # nothing to migrate now
+    db.unlink()
+    assert not [e for e in serve_log() if e["event"].startswith("store.migrat")]  # a new file

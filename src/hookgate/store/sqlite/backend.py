@@ -17,6 +17,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +45,14 @@ from hookgate.store.base import (
     WakeResult,
 )
 from hookgate.store.sqlite.flows import FQ, SqliteFlowTx
-from hookgate.store.sqlite.schema import Q, check_current, migrate, start_transcript
+from hookgate.store.sqlite.schema import (
+    LATEST_VERSION,
+    Q,
+    check_current,
+    migrate,
+    schema_version,
+    start_transcript,
+)
 from hookgate.store.sqlite.seqids import MAX_SEQ, SeqIds
 from hookgate.store.sqlite.seqids import new_key as new_id_key
 from hookgate.store.sqlite.writer import Writer
@@ -120,6 +128,7 @@ class SqliteStore:
         self._loop_read: sqlite3.Connection | None = None
         self._read_lock = threading.Lock()
         self._lock_fd: int | None = None
+        self._read_only = False  # opened by a command that only reads: every connection read-only
         # Session keys known to be committed: the hot paths skip the existence check for them.
         self._known_sessions: set[str] = set()
         self._drop_log = LineLimiter(DROP_LOG_INTERVAL_S, KNOWN_SESSIONS_MAX)  # event.dropped, per session
@@ -158,10 +167,13 @@ class SqliteStore:
             # a command that only reads creates nothing: a mistyped path is not an empty store
             raise StoreOpenError(f"cannot open database {self.path}: no such file")
         try:
+            # A command that only reads opens the file read-only: with query_only alone its
+            # connection, closing as the last one, still folded a WAL a killed server had left into
+            # the file.
+            self._read_only = role == "read"
             conn = self._connect()
             try:
                 if role == "read":  # the file as it is: no migration, no journal mode, no new keys
-                    conn.execute("PRAGMA query_only=ON")
                     check_current(conn)
                 else:
                     conn.execute("PRAGMA journal_mode=WAL")
@@ -173,7 +185,7 @@ class SqliteStore:
                         # 3.51.2; sqlite.org/wal.html) needs. A CLI command's connection still
                         # checkpoints when it closes as the last one (no server running).
                         conn.execute("PRAGMA wal_autocheckpoint=0")
-                    migrate(conn, self._clock.now_ms())
+                    self._migrate(conn, role)
                 self.flow_ids = SeqIds(_id_key(conn, "flow_ids", create=role != "read"))
                 self.run_ids = SeqIds(_id_key(conn, "run_ids", create=role != "read"))
             except BaseException:
@@ -187,10 +199,40 @@ class SqliteStore:
             raise
         return conn
 
+    def _migrate(self, conn: sqlite3.Connection, role: StoreRole) -> None:
+        """Bring the schema up to date; a migration that runs is logged (serve) and, for a command
+        that writes, needs the serve lock: a serve process still running on the file is of an older
+        version (a serve of this one has migrated it), and must not find its tables changed under it."""
+        current = schema_version(conn)
+        if current >= LATEST_VERSION:
+            migrate(conn, self._clock.now_ms())  # a newer schema is refused there
+            return
+        if role == "cli":
+            self._take_lock(
+                f"database {self.path} is of schema version {current} and a hookgate serve process is running "
+                f"on it: a serve of this version migrates it to {LATEST_VERSION} when it starts; "
+                "run this command after that"
+            )
+        log = get_logger() if role == "serve" and current else None
+        if log is not None:  # (a new file's first migration is no news)
+            log.info("store.migrating", from_version=current, to_version=LATEST_VERSION)
+        started = time.monotonic()
+        migrate(conn, self._clock.now_ms())
+        if log is not None:
+            log.info("store.migrated", from_version=current, to_version=LATEST_VERSION,
+                     duration_ms=round((time.monotonic() - started) * 1000))
+        if role == "cli":
+            self._release_lock()
+
     def _connect(self, *, query_only: bool = False) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-        )
+        if self._read_only:  # SQLite's URI: the path percent-encoded (a ``?`` or ``#`` in it is no parameter)
+            uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_ms / 1000, isolation_level=None,
+                                   check_same_thread=False)
+        else:
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+            )
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         if query_only:
@@ -200,7 +242,8 @@ class SqliteStore:
             conn.execute("PRAGMA cache_size=-256")
         return conn
 
-    def _take_lock(self) -> None:
+    def _take_lock(self, busy: str | None = None) -> None:
+        """The serve lock, or ``StoreOpenError`` (``busy``, else "in use by another serve") when held."""
         # the file's real path: a second config naming it through a symlink meets the same lock
         lock_path = f"{os.path.realpath(self.path)}.lock"
         try:
@@ -211,9 +254,7 @@ class SqliteStore:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise StoreOpenError(
-                f"database {self.path} is in use by another hookgate serve process"
-            ) from None
+            raise StoreOpenError(busy or f"database {self.path} is in use by another hookgate serve process") from None
         self._lock_fd = fd
 
     def _release_lock(self) -> None:

@@ -132,11 +132,16 @@ def _newer(current: int, latest: int) -> StoreOpenError:
     return StoreOpenError(f"database schema version {current} is newer than this hookgate ({latest})")
 
 
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version, without creating anything: 0 for a file hookgate never migrated."""
+    has_table = conn.execute(Q["has_schema_migrations"]).fetchone() is not None
+    return _version(conn) if has_table else 0
+
+
 def check_current(conn: sqlite3.Connection, latest: int = LATEST_VERSION) -> None:
     """For a connection that must not change the file (a read-only command): the schema must be this
     code's, neither migrated here nor newer. Raises ``StoreOpenError``."""
-    has_table = conn.execute(Q["has_schema_migrations"]).fetchone() is not None
-    current = _version(conn) if has_table else 0
+    current = schema_version(conn)
     if current > latest:
         raise _newer(current, latest)
     if current < latest:
