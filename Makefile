@@ -24,7 +24,7 @@ bytecode: $(STAMP)
 run: bytecode
 	@./scripts/quickstart.sh
 
-## Install what the tests need (Python packages; ngircd and openssl for the IRC tests) and run the whole suite.
+## Install what the tests need (Python packages; ngircd and openssl for the IRC tests, a C compiler for the clock-step tests) and run the whole suite.
 test: bytecode
 	@./scripts/test-deps.sh
 	$(BIN)/python -m pytest -n 2 -q

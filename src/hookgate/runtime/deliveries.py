@@ -57,6 +57,10 @@ class DeliveryContext:
     settling: Callable[[], None] = field(default=lambda: None)
 
 
+# The longest wait ``retry_delay_ms`` gives.
+MAX_RETRY_WAIT_MS = int(max(max(RETRY_WAITS_SECONDS) * (1.0 + RETRY_JITTER), RETRY_AFTER_MAX_SECONDS) * 1000)
+
+
 def retry_delay_ms(attempts_made: int, retry_after: float | None, jitter: float) -> int:
     """The wait before the next attempt after ``attempts_made`` failed ones (``jitter`` in [-1, 1])."""
     if retry_after is not None and retry_after >= 0:

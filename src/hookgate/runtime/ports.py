@@ -40,6 +40,13 @@ class RuntimeTx(FlowTx, Protocol):
         ``every_ms`` (no turn yet: ``now_ms`` plus it; ``0``: none). A due time pulled earlier by
         pending wake requests is kept."""
 
+    def rewind_deadlines(self, now_ms: int, step_ms: int, lease_ms: int, retry_ms: int,
+                         every_ms: Mapping[str, int]) -> int:
+        """The wall clock stepped back by ``step_ms`` (``0``: at a start, by how much unknown): every
+        lease, delivery retry and scheduled turn still ahead of ``now_ms`` moves that much earlier, and
+        none stays further ahead than a lease (``lease_ms``), the longest retry wait (``retry_ms``) or
+        the agent's interval (``every_ms``; a second while a wake waits). Returns the rows changed."""
+
     def renew_heartbeat_lease(self, agent_id: str, instance: str, lease_until: int) -> bool: ...
 
     def release_heartbeat(self, agent_id: str, instance: str) -> None:

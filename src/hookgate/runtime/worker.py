@@ -26,7 +26,7 @@ from hookgate.errors import HookgateError
 from hookgate.flows.model import CANCELLED_BY_OPERATOR
 from hookgate.obs.logging import INSTANCE_ID, get_logger
 from hookgate.obs.metrics import Metrics
-from hookgate.runtime.deliveries import DeliveryContext, run_delivery
+from hookgate.runtime.deliveries import MAX_RETRY_WAIT_MS, DeliveryContext, run_delivery
 from hookgate.runtime.heartbeat import run_heartbeat
 from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.runs import RunContext, execute_run
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     import httpx
 
 POLL_SECONDS = 1.0
+# The wall clock moved back against the monotonic one by more than this between two ticks: a step
+# (NTP, a VM restored), not the slewing of a clock being corrected.
+CLOCK_STEP_MS = 2000
 BACKLOG_REFRESH_SECONDS = 1.0
 DELIVERY_CONCURRENCY = 64  # deliveries in flight per worker (each to a different target)
 # of one channel: a chat API that hangs for some chats (each send then takes its 15 s timeout) holds
@@ -70,6 +73,7 @@ class Worker:
         self._ev_loop: asyncio.AbstractEventLoop | None = None  # set by ``start``; ``poke`` runs on it
         self._every: dict[str, float] = {}  # heartbeat.every per agent, as last scheduled
         self._scheduled_for: Settings | None = None
+        self._wall_offset: int | None = None  # wall ms minus monotonic ms at the last tick
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -83,7 +87,32 @@ class Worker:
             # the first run or delivery would otherwise spend on the event loop, stalling requests.
             self.http_client()
         await self._schedule_heartbeats(settings)
+        # The deadlines of the file (leases, retries, turns) are wall-clock times. One a clock step
+        # before this start left far ahead would hold its job for the step's length: none stays
+        # further ahead than a lease, the longest retry wait or the agent's interval.
+        await self._rewind(0)
         self._loop_task = asyncio.create_task(self._loop())
+
+    def _clock_stepped_back(self) -> int:
+        """How far the wall clock stepped back since the last tick (ms; 0 if it did not)."""
+        offset = self.clock.now_ms() - int(self.clock.monotonic() * 1000)
+        last = self._wall_offset
+        if last is not None and last - offset > CLOCK_STEP_MS:
+            return last - offset  # (the offset is kept until the rewind has committed)
+        self._wall_offset = offset
+        return 0
+
+    async def _rewind(self, step_ms: int) -> None:
+        """Move the stored deadlines back with the wall clock (``step_ms``; 0: only their bounds)."""
+        settings = self.settings()
+        now = self.clock.now_ms()
+        lease_ms = int(settings.storage.lease_seconds * 1000)
+        every = {a.id: int(a.heartbeat.every_seconds * 1000) for a in settings.agents.agents}
+        changed = await self.store.flow_write(
+            lambda tx: tx.rewind_deadlines(now, step_ms, lease_ms, MAX_RETRY_WAIT_MS, every))
+        if step_ms:
+            self.log.warning("clock.stepped_back", step_ms=step_ms, deadlines=changed)
+        self._wall_offset = now - int(self.clock.monotonic() * 1000)  # steps are measured from here
 
     async def _schedule_heartbeats(self, settings: Settings) -> None:
         """At startup every agent's schedule; after a reload, the agents that are new or whose
@@ -180,6 +209,8 @@ class Worker:
         settings = self.settings()
         if settings is not self._scheduled_for:  # a reload
             await self._schedule_heartbeats(settings)
+        if step := self._clock_stepped_back():
+            await self._rewind(step)
         now = self.clock.now_ms()
         lease_ms = int(settings.storage.lease_seconds * 1000)
         free = settings.agents.max_concurrent_runs - len(self._running)

@@ -23,6 +23,8 @@ from hookgate.webhooks.schema import UNSET
 if TYPE_CHECKING:
     from hookgate.store.sqlite.backend import SqliteStore
 
+# A pending wake request pulls the agent's next turn to at most this long after a turn's end.
+WAKE_DUE_MS = 1000
 FQ = parse_named_queries(resources.files("hookgate.store.sqlite").joinpath("flows.sql").read_text("utf-8"))
 
 _encode = msgspec.json.Encoder().encode
@@ -335,10 +337,26 @@ class SqliteFlowTx:
     def schedule_heartbeat(self, agent_id: str, every_ms: int, now_ms: int) -> None:
         row = self._conn.execute(FQ["heartbeat_schedule_of"], (agent_id,)).fetchone()
         due, last_ended = (row[0], row[1]) if row else (None, None)
-        scheduled = (now_ms if last_ended is None else last_ended) + every_ms if every_ms > 0 else None
-        if due is not None and self._conn.execute(Q["count_pending_heartbeat_requests"], (agent_id,)).fetchone()[0]:
-            scheduled = due if scheduled is None else min(due, scheduled)  # pulled by a wake: keep it
+        # (a last turn that ended after now: the wall clock stepped back since; counted from now)
+        scheduled = (now_ms if last_ended is None else min(last_ended, now_ms)) + every_ms if every_ms > 0 else None
+        if due is not None and self._wake_pending(agent_id):  # pulled by a wake: keep it, within a second
+            due = min(due, now_ms + WAKE_DUE_MS)
+            scheduled = due if scheduled is None else min(due, scheduled)
         self._conn.execute(FQ["set_heartbeat_due"], (agent_id, scheduled, now_ms))
+
+    def _wake_pending(self, agent_id: str) -> bool:
+        return bool(self._conn.execute(Q["count_pending_heartbeat_requests"], (agent_id,)).fetchone()[0])
+
+    def rewind_deadlines(self, now_ms: int, step_ms: int, lease_ms: int, retry_ms: int,
+                         every_ms: Mapping[str, int]) -> int:
+        now_args = (now_ms, step_ms, now_ms + lease_ms)
+        changed = self._conn.execute(FQ["rewind_run_leases"], now_args).rowcount
+        changed += self._conn.execute(FQ["rewind_delivery_times"], (*now_args, now_ms + retry_ms)).rowcount
+        changed += self._conn.execute(FQ["rewind_heartbeat_lease"], now_args).rowcount
+        for agent_id, every in every_ms.items():
+            cap = now_ms + (WAKE_DUE_MS if self._wake_pending(agent_id) or every <= 0 else every)
+            changed += self._conn.execute(FQ["rewind_heartbeat_due"], (now_ms, step_ms, cap, agent_id)).rowcount
+        return changed
 
     def renew_heartbeat_lease(self, agent_id: str, instance: str, lease_until: int) -> bool:
         return self._conn.execute(FQ["renew_heartbeat_lease"], (agent_id, instance, lease_until)).rowcount == 1
@@ -359,9 +377,8 @@ class SqliteFlowTx:
         """Consume the wake requests the turn answered (pending when it read its events: ids up to
         ``answered_upto``); later ones pull the next turn to end + 1 s."""
         self._conn.execute(FQ["consume_heartbeat_requests"], (agent_id, answered_upto, now_ms))
-        later = self._conn.execute(Q["count_pending_heartbeat_requests"], (agent_id,)).fetchone()[0]
-        if later:
-            next_due = now_ms + 1000 if next_due is None else min(next_due, now_ms + 1000)
+        if self._wake_pending(agent_id):
+            next_due = now_ms + WAKE_DUE_MS if next_due is None else min(next_due, now_ms + WAKE_DUE_MS)
         self._conn.execute(FQ["finish_heartbeat"], (agent_id, next_due, now_ms))
 
     def pending_events(self, session_key: str) -> list[tuple[int, int, str]]:
