@@ -22,7 +22,7 @@ from hookgate.config.names import normalize_agent_id, normalize_channel_name
 from hookgate.config.render import redacted_effective, summary_line
 from hookgate.config.secrets import unresolved_secret_warnings
 from hookgate.config.settings import HooksSettings, Settings
-from hookgate.errors import ConfigError, HookgateError
+from hookgate.errors import ConfigError, HookgateError, StoreUnavailable
 from hookgate.obs import logging as obs_logging
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -230,7 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_config_errors(exc)
         return EXIT_USAGE
     except HookgateError as exc:
-        _complain(f"error: {exc.message}")
+        # a store failure says what failed (SQLite's "database or disk is full"), not only that one did
+        cause = f" ({exc.__cause__})" if isinstance(exc, StoreUnavailable) and exc.__cause__ is not None else ""
+        _complain(f"error: {exc.message}{cause}")
         return EXIT_FAILED
     except KeyboardInterrupt:  # Ctrl-C: the shell's status for SIGINT, and no traceback for it
         _complain("interrupted")

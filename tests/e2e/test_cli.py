@@ -503,3 +503,20 @@ def test_serve_logs_the_migration_it_runs(tmp_path: Path) -> None:
     assert not [e for e in serve_log() if e["event"].startswith("store.migrat")]  # nothing to migrate now
     db.unlink()
     assert not [e for e in serve_log() if e["event"].startswith("store.migrat")]  # a new file
+
+
+def test_a_store_failure_says_what_failed(tmp_path: Path) -> None:
+    """`error: store unavailable` alone left the user guessing (a full disk? a lock?): SQLite's reason
+    follows it — here another process holding the write lock past `busyTimeoutMs`."""
+    import sqlite3
+
+    _seeded(tmp_path, _nothing)
+    (tmp_path / "hookgate.json5").write_text('{hooks: {enabled: true, token: "t"}, storage: {sqlite: {busyTimeoutMs: 200}}}')
+    holder = sqlite3.connect(tmp_path / "hookgate.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the write lock, held
+    try:
+        r = hookgate(tmp_path, "replay", "deliveries", "--dead")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert r.returncode == 1 and r.stderr == "error: store unavailable (database is locked)\n", r.stderr

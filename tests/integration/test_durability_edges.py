@@ -43,21 +43,15 @@ def test_second_serve_through_a_symlinked_path_is_refused(gateway_factory: Gatew
     assert "is in use by another hookgate serve process" in second.stderr()
 
 
-def test_readyz_reports_store_while_a_full_disk_fails_every_write(gateway_factory: GatewayFactory) -> None:
-    """operations.md §4.2: "If the database cannot be written (disk full, I/O error), affected requests get
-    503 (README §5) and `/readyz` reports `store`." README §6: /readyz is 503 with `failing` listing
-    "store" unless a store round-trip succeeds.
-
-    The disk is made full for the server only: RLIMIT_FSIZE just above the current WAL size (Python
-    ignores SIGXFSZ, so SQLite's write gets EFBIG → "disk I/O error")."""
-    cfg = hooks_config()
-    gw = gateway_factory(cfg, args=("--no-worker",))
-    with gw.client() as c:
-        assert c.post("/hooks/wake", json={"text": "before", "mode": "next-heartbeat"}, headers=AUTH).status_code == 200
+def fill_the_disk(gw: RunningGateway) -> list[str]:
+    """Make the disk full for the server only: RLIMIT_FSIZE just above the files' size now (Python
+    ignores SIGXFSZ, so SQLite's write gets EFBIG → "disk I/O error"), then wakes until one is refused.
+    Returns the texts of the wakes acknowledged meanwhile (``free_the_disk`` undoes it)."""
     sizes = [p.stat().st_size for p in gw.workdir.iterdir() if p.is_file()]
     limit = max(sizes) + 200_000
     assert gw.proc is not None
-    resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE, (limit, limit))
+    _, hard = resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE, (limit, hard))  # the soft limit: free_the_disk lifts it
     acked: list[str] = []
     with gw.client() as c:
         for i in range(200):  # fill what is left
@@ -70,6 +64,25 @@ def test_readyz_reports_store_while_a_full_disk_fails_every_write(gateway_factor
             if r.status_code != 200:
                 break
             acked.append(f"small{i}")
+    return acked
+
+
+def free_the_disk(gw: RunningGateway) -> None:
+    assert gw.proc is not None
+    _, hard = resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE, (hard, hard))
+
+
+def test_readyz_reports_store_while_a_full_disk_fails_every_write(gateway_factory: GatewayFactory) -> None:
+    """operations.md §4.2: "If the database cannot be written (disk full, I/O error), affected requests get
+    503 (README §5) and `/readyz` reports `store`." README §6: /readyz is 503 with `failing` listing
+    "store" unless a store round-trip succeeds."""
+    cfg = hooks_config()
+    gw = gateway_factory(cfg, args=("--no-worker",))
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "before", "mode": "next-heartbeat"}, headers=AUTH).status_code == 200
+    acked = fill_the_disk(gw)
+    with gw.client() as c:
         observed = []
         for i in range(5):
             wake = c.post("/hooks/wake", json={"text": f"tiny{i}", "mode": "next-heartbeat"}, headers=AUTH)
@@ -130,3 +143,46 @@ def test_a_request_cut_by_the_drain_timeout_still_gets_a_json_answer(gateway_fac
         assert r.content == b'{"ok":false,"error":"Service Unavailable"}' and r.headers["retry-after"] == "1"
     else:
         assert r.status_code == 200 and committed == 1
+
+
+def test_a_full_disk_for_a_while_costs_a_run_no_attempt_and_floods_no_log(gateway_factory: GatewayFactory) -> None:
+    """A run whose model call ended while the disk was full: its end could not commit, nor its lease
+    be renewed. It used to be given up at once (a failed renewal cancelled the call; a failed end
+    threw the reply away): its lease ran out and attempt 2 called the model again — a second such
+    failure ended it `lost` although the process never died. Now the end is committed once the disk
+    has room, the call made once. Meanwhile the worker's tick, failing, went round again at once:
+    thousands of `store.error` lines a second. And every line stays JSON (an unretrieved task
+    exception printed a traceback)."""
+    cfg = hooks_config()
+    cfg["storage"]["leaseSeconds"] = 10
+    cfg["agents"] = {"list": [{"id": "main", "default": True, "heartbeat": {"every": "1s", "prompt": "Anything?"}}]}
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        r = c.post("/hooks/agent", json={"message": "[[echo:sleep=4]] slow", "deliver": False}, headers=AUTH)
+    assert r.status_code == 200
+    run_id = r.json()["runId"]
+    started = time.monotonic()
+    fill_the_disk(gw)
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "refused", "mode": "now"}, headers=AUTH).status_code == 503
+    time.sleep(max(0.0, started + 7 - time.monotonic()))  # the call has ended (4 s), its end waits
+    free_the_disk(gw)
+
+    def ended() -> Any:
+        with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+            return conn.execute("SELECT status, attempt FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+
+    deadline = time.monotonic() + 20
+    while (row := ended()) is None or row[0] == "running":
+        assert time.monotonic() < deadline, row
+        time.sleep(0.1)
+    assert row == ("ok", 1)
+    events = gw.flushed_log_events()
+    assert [e["event"] for e in events if e.get("run_id") == run_id and e["event"].startswith("run.")] == [
+        "run.claimed", "run.started", "run.finished"]
+    store_errors = [e for e in events if e["event"] == "store.error" and e["operation"].startswith("worker.")]
+    assert store_errors and len(store_errors) <= 12, len(store_errors)  # once per operation in 10 s
+    assert all(e["level"] == "warning" and e["count"] >= 1 for e in store_errors)
+    assert not [e for e in events if e["event"] == "worker.job_failed"]
+    text = gw.stderr()
+    assert "Traceback" not in text and all(line.startswith("{") for line in text.splitlines()), text[-2000:]

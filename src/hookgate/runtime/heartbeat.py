@@ -11,6 +11,7 @@ from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.prompts import heartbeat_prompt, heartbeat_skipped, render_events
 from hookgate.runtime.replies import is_heartbeat_ack, is_silent
 from hookgate.runtime.runs import RunContext, agent_of, call_agent
+from hookgate.runtime.settle import commit_outcome
 from hookgate.store.base import NewRun
 
 MAX_FAILED_TURNS = 3
@@ -37,8 +38,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     rendered = render_events([(created, text) for _, created, text in events], tz)
     if heartbeat_skipped(rendered, agent.heartbeat.prompt):
         now = ctx.clock.now_ms()
-        await ctx.store.flow_write(
-            lambda tx: tx.finish_heartbeat(agent_id, next_due(now), answered_upto, now))
+        await commit_outcome(ctx.store, lambda tx: tx.finish_heartbeat(agent_id, next_due(now), answered_upto, now))
         ctx.metrics.heartbeats.labels("skipped").inc()
         ctx.log.info("heartbeat.skipped", agent_id=agent_id)
         return
@@ -85,7 +85,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
             tx.record_delivery(record, now)
         return dropped
 
-    dropped = await ctx.store.flow_write(commit)
+    dropped = await commit_outcome(ctx.store, commit)
     ctx.metrics.heartbeats.labels(outcome).inc()
     if result.status == "ok":
         ctx.metrics.system_events.inc(("consumed",), len(seqs))

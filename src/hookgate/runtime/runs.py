@@ -22,6 +22,7 @@ from hookgate.runtime.delivery import deliver_reply
 from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.prompts import hook_prompt, task_prompt
 from hookgate.runtime.replies import hook_summary_event, is_silent
+from hookgate.runtime.settle import commit_outcome
 from hookgate.runtime.wrapper import suspicious_patterns
 from hookgate.store.base import RunRecord, Store
 
@@ -229,7 +230,7 @@ async def complete_task_run(ctx: RunContext, run: RunRecord, result: CallResult)
                 tx.update_flow_if_revision(settled, flow.revision)
         return final
 
-    recorded: CallResult = await ctx.store.flow_write(commit)
+    recorded: CallResult = await commit_outcome(ctx.store, commit)
     return recorded
 
 
@@ -268,4 +269,4 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
         if summary is not None:
             tx.queue_system_event(main_session_key(target_agent), target_agent, summary, now, wake)
 
-    await ctx.store.flow_write(commit)
+    await commit_outcome(ctx.store, commit)

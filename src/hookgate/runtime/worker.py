@@ -22,9 +22,9 @@ from hookgate.channels.base import ChannelAdapter
 from hookgate.channels.registry import build_adapter
 from hookgate.clock import Clock
 from hookgate.config.settings import AgentSettings, ChannelSettings, Settings
-from hookgate.errors import HookgateError
+from hookgate.errors import HookgateError, StoreUnavailable
 from hookgate.flows.model import CANCELLED_BY_OPERATOR
-from hookgate.obs.logging import INSTANCE_ID, get_logger
+from hookgate.obs.logging import INSTANCE_ID, LineLimiter, clean_text, get_logger
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.deliveries import MAX_RETRY_WAIT_MS, DeliveryContext, run_delivery
 from hookgate.runtime.heartbeat import run_heartbeat
@@ -39,6 +39,7 @@ POLL_SECONDS = 1.0
 # The wall clock moved back against the monotonic one by more than this between two ticks: a step
 # (NTP, a VM restored), not the slewing of a clock being corrected.
 CLOCK_STEP_MS = 2000
+STORE_ERROR_LOG_S = 10.0
 BACKLOG_REFRESH_SECONDS = 1.0
 DELIVERY_CONCURRENCY = 64  # deliveries in flight per worker (each to a different target)
 # of one channel: a chat API that hangs for some chats (each send then takes its 15 s timeout) holds
@@ -74,6 +75,7 @@ class Worker:
         self._every: dict[str, float] = {}  # heartbeat.every per agent, as last scheduled
         self._scheduled_for: Settings | None = None
         self._wall_offset: int | None = None  # wall ms minus monotonic ms at the last tick
+        self._store_errors = LineLimiter(STORE_ERROR_LOG_S, 16)  # store.error lines, per operation
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -92,6 +94,13 @@ class Worker:
         # further ahead than a lease, the longest retry wait or the agent's interval.
         await self._rewind(0)
         self._loop_task = asyncio.create_task(self._loop())
+
+    def _store_error(self, operation: str, exc: BaseException, **fields: Any) -> None:
+        """A store failure of the worker's: one line per operation in ``STORE_ERROR_LOG_S`` at most,
+        with how many it stands for (a full disk fails every tick and job until it is freed)."""
+        if (count := self._store_errors.due(operation)) is not None:
+            self.log.warning("store.error", operation=operation, error=clean_text(str(exc.__cause__ or exc)),
+                             count=count, **fields)
 
     def _clock_stepped_back(self) -> int:
         """How far the wall clock stepped back since the last tick (ms; 0 if it did not)."""
@@ -198,7 +207,12 @@ class Worker:
             try:
                 await self._tick()
             except HookgateError as exc:
-                self.log.warning("store.error", operation="worker.tick", error=exc.message)
+                self._store_error("worker.tick", exc)
+                # Not again at once: the due time it went for has passed, and a store that keeps
+                # failing (a full disk) was tried — and logged — thousands of times a second.
+                self._next_due = None
+                await asyncio.sleep(POLL_SECONDS)
+                continue
             wait = POLL_SECONDS
             if self._next_due is not None:  # a delivery retry or a heartbeat due before the next poll
                 wait = min(wait, max(0.0, (self._next_due - self.clock.now_ms()) / 1000))
@@ -276,6 +290,8 @@ class Worker:
             await job
         except asyncio.CancelledError:
             raise
+        except StoreUnavailable as exc:  # no fault of the job's: its lease runs out, and it is taken up again
+            self._store_error(f"worker.{kind}", exc, key=key)
         except Exception:
             self.log.exception("worker.job_failed", job=kind, key=key)
         finally:
@@ -320,20 +336,39 @@ class Worker:
                           instance=self.instance, runtime_for=self.runtime_for, log=self.log)
 
     async def _with_lease(self, renew: Callable[[int], Awaitable[bool]], work: Awaitable[None]) -> None:
-        """Run ``work`` while renewing its lease every third of the lease time."""
+        """Run ``work`` while renewing its lease every third of the lease time.
+
+        A renewal the store fails (a full disk for a moment) is tried again each second while the
+        lease last renewed still holds (less a margin of one such second); only then is ``work``
+        cancelled — and its lease left to run out. A failed renewal cancelled it at once: the job's
+        attempt was spent, and a run's model called again."""
         lease_s = self.settings().storage.lease_seconds
+        retry_s = min(1.0, lease_s / 3)
+        held_until = self.clock.monotonic() + lease_s - retry_s
         task = asyncio.ensure_future(work)
         try:
+            wait = lease_s / 3
             while True:
-                done, _ = await asyncio.wait({task}, timeout=lease_s / 3)
+                done, _ = await asyncio.wait({task}, timeout=wait)
                 if done:
                     return task.result()
-                await renew(self.clock.now_ms() + int(lease_s * 1000))
+                asked = self.clock.monotonic()
+                try:
+                    await renew(self.clock.now_ms() + int(lease_s * 1000))
+                except StoreUnavailable as exc:
+                    if self.clock.monotonic() + retry_s >= held_until:
+                        raise
+                    self._store_error("worker.renew", exc)
+                    wait = retry_s
+                    continue
+                held_until, wait = asked + lease_s - retry_s, lease_s / 3
         finally:
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            elif not task.cancelled():
+                task.exception()  # retrieved: a renewal's failure is what propagates
 
     async def _run(self, run_id: str) -> None:
         def give_back(tx: RuntimeTx) -> None:

@@ -563,3 +563,36 @@ async def test_new_flow_ids_in_one_transaction_count_on_and_never_collide(make_s
     seqs = await store._read(lambda c: [r[0] for r in c.execute("SELECT seq FROM flows ORDER BY seq")])
     assert seqs == list(range(1, 16))
     assert await store._read(lambda c: c.execute("SELECT count(*) FROM flows WHERE goal = 'lost'").fetchone()[0]) == 0
+
+
+async def test_a_wal_grown_behind_a_long_reader_is_cut_back_when_it_restarts(
+        tmp_path: Path, make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader holding an old snapshot (a backup, a `sqlite3` session) keeps the WAL from restarting,
+    so it grows; once the reader is gone and the WAL restarts, it is cut back to the limit — it kept
+    its largest size for as long as the server ran (on a small disk, space lost until a restart)."""
+    from hookgate.store.sqlite import backend
+
+    monkeypatch.setattr(backend, "WAL_SIZE_LIMIT_BYTES", 256 * 1024)
+    path = tmp_path / "hookgate.db"
+    wal = tmp_path / "hookgate.db-wal"
+    store = await make_store(path=path)
+
+    def insert(conn: sqlite3.Connection) -> None:
+        conn.executemany("INSERT INTO sessions (key, agent_id, session_id, created_at, updated_at) "
+                         "VALUES (?, 'a', 's', 0, 0)", [(f"hook:{uuid.uuid4()}",) for _ in range(200)])
+
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM sessions").fetchone()  # a snapshot the WAL must keep
+    for _ in range(60):
+        await store._write(insert)
+    grown = wal.stat().st_size
+    assert grown > 12 * 1024 * 1024  # three times what SQLite's checkpoints keep it to (1 000 pages)
+    reader.execute("COMMIT")
+    reader.close()
+    sizes = []
+    for _ in range(60):  # past a checkpoint the WAL restarts from its beginning
+        await store._write(insert)
+        sizes.append(wal.stat().st_size)
+    # cut back at the first commit after the restart (to what that commit wrote), then SQLite's usual size
+    assert min(sizes) < 1024 * 1024 and max(sizes[sizes.index(min(sizes)):]) < 5 * 1024 * 1024, (grown, sizes)

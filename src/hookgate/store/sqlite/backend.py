@@ -67,6 +67,8 @@ KNOWN_SESSIONS_MAX = 4096
 DROP_LOG_INTERVAL_S = 10.0
 PROBE_AFTER_FAILURE_S = 1.0  # /readyz probes a failed store with a write only after this long without a failure
 SWEEP_BATCH = 500  # rows per retention transaction: a few ms on the event loop
+# A WAL is cut back to this size when it restarts (SQLite's journal_size_limit).
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 
 # Binding None: the sqlite3 module sends every parameter that is not an exact int, float, str or
 # bytearray through its adaptation protocol; for None that is a failed ``__adapt__`` and
@@ -178,6 +180,9 @@ class SqliteStore:
                 else:
                     conn.execute("PRAGMA journal_mode=WAL")
                     conn.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
+                    # The WAL grows past its checkpoint size while a reader holds an old snapshot (a
+                    # backup, a long `sqlite3` session); without a limit it kept that size for good.
+                    conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
                     if role == "cli":
                         # Checkpoints stay with the serve process's write connection, which
                         # checkpoints and then restarts the WAL one after the other. A second
