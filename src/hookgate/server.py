@@ -342,7 +342,7 @@ class Service:
                 if deliveries or runs or events:
                     self.log.info("retention.swept", deliveries=deliveries, runs=runs, events=events)
             except HookgateError as exc:
-                self.log.warning("store.error", operation="sweep", error=exc.message)
+                self.log.warning("store.error", operation="sweep", error=obs_logging.failure_text(exc))
 
     async def _watch_config(self, path: str) -> None:
         """Runs always and reads gateway.reload.watch on every tick, so a reload can turn watching on

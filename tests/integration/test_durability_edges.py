@@ -183,6 +183,7 @@ def test_a_full_disk_for_a_while_costs_a_run_no_attempt_and_floods_no_log(gatewa
     store_errors = [e for e in events if e["event"] == "store.error" and e["operation"].startswith("worker.")]
     assert store_errors and len(store_errors) <= 12, len(store_errors)  # once per operation in 10 s
     assert all(e["level"] == "warning" and e["count"] >= 1 for e in store_errors)
+    assert {e["error"] for e in store_errors} == {"disk I/O error"}  # SQLite's words, not "store unavailable"
     assert not [e for e in events if e["event"] == "worker.job_failed"]
     text = gw.stderr()
     assert "Traceback" not in text and all(line.startswith("{") for line in text.splitlines()), text[-2000:]

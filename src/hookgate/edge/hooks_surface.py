@@ -33,7 +33,7 @@ from hookgate.hooks.mappings import (
 )
 from hookgate.hooks.payload import Payload, decode_hook_body, fields
 from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
-from hookgate.obs.logging import LineLimiter, clean_text, info_line
+from hookgate.obs.logging import LineLimiter, clean_text, failure_text, info_line
 
 _log_id = functools.lru_cache(maxsize=1024)(clean_text)
 
@@ -119,7 +119,7 @@ class HooksSurface:
             return error_b(404, "Not Found")
         except StoreUnavailable as exc:  # the store counted it in hookgate_store_errors_total
             gw.log.warning("store.error", **self.context(req), operation=f"hooks.{req.log['route']}",
-                           error=clean_text(str(exc.__cause__ or exc)))
+                           error=failure_text(exc))
             return error_b(503, "Service Unavailable", headers=[(b"retry-after", b"1")], reason="store")
         except RequestError as exc:
             gw.metrics.body_rejections.labels("hooks", "invalid_request").inc()

@@ -23,7 +23,7 @@ from hookgate.edge.http import (
 from hookgate.edge.limits import FixedWindowLimiter, InFlightLimiter
 from hookgate.edge.request import Request
 from hookgate.errors import StoreUnavailable
-from hookgate.obs.logging import clean_text, info_line
+from hookgate.obs.logging import failure_text, info_line
 from hookgate.webhooks import auth as route_auth
 from hookgate.webhooks.schema import MUTATING_ACTIONS, SchemaError, parse_action
 from hookgate.webhooks.service import FlowService
@@ -182,7 +182,7 @@ class RoutesSurface:
             result = await self.service.execute(route, action, name, idempotency_key=key, body_sha256=digest)
         except StoreUnavailable as exc:  # the store counted it in hookgate_store_errors_total
             gw.log.warning("store.error", **_context(req, route), operation=f"webhooks.{name}",
-                           error=clean_text(str(exc.__cause__ or exc)))
+                           error=failure_text(exc))
             return _reject(503, "store_unavailable", "store unavailable", headers=[(b"retry-after", b"1")])
         headers = [(b"idempotent-replayed", b"true")] if result.replayed else []
         if result.replayed:

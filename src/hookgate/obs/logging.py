@@ -33,6 +33,12 @@ def clean_text(value: str, limit: int = 500) -> str:
     return _CONTROL.sub(" ", value).strip()[:limit]
 
 
+def failure_text(exc: BaseException) -> str:
+    """What a log line says of a failure: its cause's text (SQLite's "database or disk is full" for a
+    ``StoreUnavailable``), cleaned."""
+    return clean_text(str(exc.__cause__ or exc))
+
+
 class _Sink:
     """The byte sink every logger shares: lines collect in memory and leave in one ``write(2)`` per
     flush (the server flushes every 100 ms; warnings, errors and lines outside a server at once).

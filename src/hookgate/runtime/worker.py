@@ -24,7 +24,7 @@ from hookgate.clock import Clock
 from hookgate.config.settings import AgentSettings, ChannelSettings, Settings
 from hookgate.errors import HookgateError, StoreUnavailable
 from hookgate.flows.model import CANCELLED_BY_OPERATOR
-from hookgate.obs.logging import INSTANCE_ID, LineLimiter, clean_text, get_logger
+from hookgate.obs.logging import INSTANCE_ID, LineLimiter, failure_text, get_logger
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.deliveries import MAX_RETRY_WAIT_MS, DeliveryContext, run_delivery
 from hookgate.runtime.heartbeat import run_heartbeat
@@ -99,7 +99,7 @@ class Worker:
         """A store failure of the worker's: one line per operation in ``STORE_ERROR_LOG_S`` at most,
         with how many it stands for (a full disk fails every tick and job until it is freed)."""
         if (count := self._store_errors.due(operation)) is not None:
-            self.log.warning("store.error", operation=operation, error=clean_text(str(exc.__cause__ or exc)),
+            self.log.warning("store.error", operation=operation, error=failure_text(exc),
                              count=count, **fields)
 
     def _clock_stepped_back(self) -> int:
