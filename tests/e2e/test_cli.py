@@ -372,8 +372,15 @@ def test_commands_that_only_read_change_no_database(tmp_path: Path) -> None:
         f"error: database {db} is of schema version {latest - 1} and a hookgate serve process is running on it: "
         f"a serve of this version migrates it to {latest} when it starts; run this command after that\n"), r.stderr
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
-    # with no serve running, a command that writes still migrates, as before
-    assert hookgate(tmp_path, "replay", "deliveries", "--dead").returncode == 0
+    # with no serve running, a command that writes still migrates, as before — also beside another
+    # command migrating it (which holds the lock shared)
+    fd = os.open(tmp_path / "hookgate.db.lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        r = hookgate(tmp_path, "replay", "deliveries", "--dead")
+    finally:
+        os.close(fd)
+    assert r.returncode == 0, r.stderr
     assert hookgate(tmp_path, "events", "list").returncode == 0
 
 
@@ -410,6 +417,11 @@ def test_a_read_leaves_the_wal_of_a_killed_server_where_it_is(tmp_path: Path) ->
         if argv[0] == "events":
             assert "in the wal" in r.stdout
         assert digests() == before, argv
+    # the path as written in the config, with two leading slashes (as POSIX allows)
+    (tmp_path / "hookgate.json5").write_text(
+        '{hooks: {enabled: true, token: "t"}, storage: {sqlite: {path: "/%s"}}}' % (tmp_path / "hookgate.db"))
+    r = hookgate(tmp_path, "events", "list")
+    assert r.returncode == 0 and "in the wal" in r.stdout, r.stderr
     # a command that writes, the last connection to close, folds it in (as serve's would)
     assert hookgate(tmp_path, "replay", "deliveries", "--dead").returncode == 0
     assert not (tmp_path / "hookgate.db-wal").exists()

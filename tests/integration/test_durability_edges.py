@@ -187,3 +187,37 @@ def test_a_full_disk_for_a_while_costs_a_run_no_attempt_and_floods_no_log(gatewa
     assert not [e for e in events if e["event"] == "worker.job_failed"]
     text = gw.stderr()
     assert "Traceback" not in text and all(line.startswith("{") for line in text.splitlines()), text[-2000:]
+
+
+def test_an_outcome_the_disk_has_no_room_for_is_given_up_after_a_lease(gateway_factory: GatewayFactory) -> None:
+    """A run's end too big for what the disk has left, while small writes still fit (its lease is
+    renewed): its commit is tried again for a lease's length, not for minutes — each failed try fails
+    the group commit of the requests beside it and sends /readyz to 503 — then given up as before:
+    the run's next attempt meets the same, and the third claim ends it `lost`."""
+    cfg = hooks_config(maxBodyBytes=8_000_000)
+    cfg["storage"]["leaseSeconds"] = 2
+    gw = gateway_factory(cfg)
+    big = "[[echo:sleep=1]] " + "lorem ipsum " * 200_000  # ~2.4 MB: prompt, reply and transcript ~7 MB
+    with gw.client() as c:
+        r = c.post("/hooks/agent", json={"message": big, "deliver": False}, headers=AUTH)
+    assert r.status_code == 200
+    run_id = r.json()["runId"]
+    with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    sizes = [p.stat().st_size for p in gw.workdir.iterdir() if p.is_file()]
+    assert gw.proc is not None
+    _, hard = resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE, (max(max(sizes), 4_300_000) + 600_000, hard))
+
+    def status() -> Any:
+        with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+            return conn.execute("SELECT status, attempt, error FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+
+    deadline = time.monotonic() + 60  # two attempts of (1 s + a lease of tries + the lease running out)
+    while (row := status())[0] in ("queued", "running"):
+        assert time.monotonic() < deadline, row
+        time.sleep(0.2)
+    assert row == ("lost", 2, "run interrupted; retry limit reached")
+    outcome = [e for e in gw.flushed_log_events() if e["event"] == "store.error" and e["operation"] == "worker.outcome"]
+    assert outcome and all(e["key"] == run_id and e["error"] == "disk I/O error" for e in outcome)

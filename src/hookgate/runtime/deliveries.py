@@ -98,7 +98,7 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
         last_status[0] = http_status
         if done < len(parts):  # the last part's progress commits with the outcome
             now = ctx.clock.now_ms()
-            await commit_outcome(ctx.store, lambda tx: tx.delivery_part_sent(delivery_id, done, message_id, now))
+            await commit_outcome(ctx, lambda tx: tx.delivery_part_sent(delivery_id, done, message_id, now), delivery_id)
             committed = done
         else:
             last_id[0] = message_id
@@ -131,7 +131,7 @@ async def run_delivery(ctx: DeliveryContext, delivery_id: str) -> None:
             tx.set_last_route(main_session_key(job.agent_id), job.agent_id, job.channel, job.target, now)
 
     ctx.settling()
-    await commit_outcome(ctx.store, commit)
+    await commit_outcome(ctx, commit, delivery_id)
     ctx.metrics.deliveries.labels(job.channel, "delivered").inc()
     ctx.metrics.delivery_latency.labels(job.channel).observe(max(0.0, (now - job.created_at) / 1000))
     ctx.log.info("delivery.sent", **_log_fields(job), attempt=job.attempts + 1, parts=len(parts))
@@ -170,7 +170,7 @@ async def _failed(ctx: DeliveryContext, job: DeliveryJob, exc: DeliveryError, do
             tx.queue_system_event(main_session_key(target_agent), target_agent, summary, now, wake)
 
     ctx.settling()
-    await commit_outcome(ctx.store, commit)
+    await commit_outcome(ctx, commit, job.delivery_id)
     if dead:
         ctx.metrics.deliveries.labels(job.channel, "dead").inc()
         ctx.log.warning("delivery.dead", **_log_fields(job), attempts=attempts, error=clean_text(exc.message),

@@ -38,7 +38,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
     rendered = render_events([(created, text) for _, created, text in events], tz)
     if heartbeat_skipped(rendered, agent.heartbeat.prompt):
         now = ctx.clock.now_ms()
-        await commit_outcome(ctx.store, lambda tx: tx.finish_heartbeat(agent_id, next_due(now), answered_upto, now))
+        await commit_outcome(ctx, lambda tx: tx.finish_heartbeat(agent_id, next_due(now), answered_upto, now), agent_id)
         ctx.metrics.heartbeats.labels("skipped").inc()
         ctx.log.info("heartbeat.skipped", agent_id=agent_id)
         return
@@ -85,7 +85,7 @@ async def run_heartbeat(ctx: RunContext, agent_id: str) -> None:
             tx.record_delivery(record, now)
         return dropped
 
-    dropped = await commit_outcome(ctx.store, commit)
+    dropped = await commit_outcome(ctx, commit, agent_id)
     ctx.metrics.heartbeats.labels(outcome).inc()
     if result.status == "ok":
         ctx.metrics.system_events.inc(("consumed",), len(seqs))

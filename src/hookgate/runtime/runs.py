@@ -230,7 +230,7 @@ async def complete_task_run(ctx: RunContext, run: RunRecord, result: CallResult)
                 tx.update_flow_if_revision(settled, flow.revision)
         return final
 
-    recorded: CallResult = await commit_outcome(ctx.store, commit)
+    recorded: CallResult = await commit_outcome(ctx, commit, run.run_id)
     return recorded
 
 
@@ -269,4 +269,4 @@ async def complete_hook_run(ctx: RunContext, run: RunRecord, result: CallResult)
         if summary is not None:
             tx.queue_system_event(main_session_key(target_agent), target_agent, summary, now, wake)
 
-    await commit_outcome(ctx.store, commit)
+    await commit_outcome(ctx, commit, run.run_id)

@@ -5,36 +5,55 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
+from hookgate.config.settings import Settings
 from hookgate.errors import StoreUnavailable
+from hookgate.obs.logging import LineLimiter, failure_text
 from hookgate.runtime.ports import RuntimeTx
 from hookgate.store.base import Store
 
 T = TypeVar("T")
 
-# Waits between tries (the last repeats), and how long a job keeps trying.
+# Waits between tries (the last repeats).
 SETTLE_WAITS_S = (0.2, 0.5, 1.0, 2.0, 5.0)
-SETTLE_FOR_S = 300.0
+_log_limit = LineLimiter(10.0, 16)  # store.error lines of this process's outcomes: one in 10 s
 
 
-async def commit_outcome(store: Store, fn: Callable[[RuntimeTx], T]) -> T:
-    """``store.flow_write(fn)``, tried again while the store fails (a full disk, an I/O error).
+class JobContext(Protocol):
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def log(self) -> Any: ...
+
+
+async def commit_outcome(ctx: JobContext, fn: Callable[[RuntimeTx], T], key: str) -> T:
+    """``ctx.store.flow_write(fn)``, tried again while the store fails (a full disk, an I/O error),
+    for up to a lease's length (``storage.leaseSeconds``).
 
     The job holds what cannot be had again for free: a model's reply, a message a chat API has taken.
     Given up at once, the job's lease ran out and its next attempt called the model again (a run's
     second failure ended it ``lost``) or sent the message twice. Its lease is renewed meanwhile (the
     worker's ``_with_lease``: nothing else takes the job), and a cancellation (shutdown, a lease that
-    ran out) ends the tries. After ``SETTLE_FOR_S`` the failure is raised, as it was at once before.
-    A failed commit wrote nothing (``hookgate.store.sqlite.writer``), so ``fn`` runs whole again."""
-    deadline = time.monotonic() + SETTLE_FOR_S
+    ran out) ends the tries. Past a lease's length the failure is raised, as it was at once before: an
+    outcome the disk has no room for while smaller writes fit would otherwise fail, every few seconds,
+    the group commit of the requests beside it. A failed commit wrote nothing
+    (``hookgate.store.sqlite.writer``), so ``fn`` runs whole again. Each failure is a ``store.error``
+    line (``worker.outcome``, at most one in 10 s, with ``count``)."""
+    deadline = time.monotonic() + ctx.settings.storage.lease_seconds
     tries = 0
     while True:
         try:
-            return await store.flow_write(fn)
-        except StoreUnavailable:
+            return await ctx.store.flow_write(fn)
+        except StoreUnavailable as exc:
             wait = SETTLE_WAITS_S[min(tries, len(SETTLE_WAITS_S) - 1)]
-            if time.monotonic() + wait > deadline:
+            last = time.monotonic() + wait > deadline
+            if (count := _log_limit.due("worker.outcome")) is not None:
+                ctx.log.warning("store.error", operation="worker.outcome", error=failure_text(exc), count=count,
+                                key=key, retry=not last)
+            if last:
                 raise
             tries += 1
             await asyncio.sleep(wait)

@@ -67,6 +67,7 @@ class Worker:
         self._next_due: int | None = None
         self._backlog_at = 0.0  # monotonic time of the next backlog count
         self._wake = asyncio.Event()
+        self._stopped = asyncio.Event()  # set by ``drain``
         self._poke_timer: asyncio.TimerHandle | None = None  # the earliest delayed poke
         self._stopping = False
         self._aborted: set[str] = set()
@@ -173,6 +174,7 @@ class Worker:
     async def drain(self, timeout: float) -> None:
         """Stop claiming; give running jobs ``timeout`` seconds, then abort and release them."""
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
         deadline = asyncio.get_running_loop().time() + timeout  # one budget for the tick and the jobs
         if self._loop_task is not None:
@@ -211,7 +213,8 @@ class Worker:
                 # Not again at once: the due time it went for has passed, and a store that keeps
                 # failing (a full disk) was tried — and logged — thousands of times a second.
                 self._next_due = None
-                await asyncio.sleep(POLL_SECONDS)
+                with contextlib.suppress(TimeoutError):  # (a shutdown does not wait for it)
+                    await asyncio.wait_for(self._stopped.wait(), POLL_SECONDS)
                 continue
             wait = POLL_SECONDS
             if self._next_due is not None:  # a delivery retry or a heartbeat due before the next poll

@@ -73,7 +73,32 @@ async def test_cli_writes_leave_checkpoints_to_the_serve_process(tmp_path: Path,
 
 async def test_lock_file_is_next_to_the_database(tmp_path: Path, make_store: StoreFactory) -> None:
     await make_store()
-    assert (tmp_path / "hookgate.db.lock").exists()
+    # readable by all: a lock needs no write access, so a service user can take one a root command made
+    assert (tmp_path / "hookgate.db.lock").stat().st_mode & 0o777 == 0o644
+
+
+async def test_a_serve_that_starts_while_a_command_migrates_waits_for_it(tmp_path: Path) -> None:
+    """A command migrating the file holds the serve lock shared; a serve starting meanwhile exited
+    with "in use by another hookgate serve process" although none ran. It now waits for the command,
+    and still refuses at once when a serve holds the lock."""
+    import fcntl
+
+    path = tmp_path / "hookgate.db"
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # a command, migrating
+    serve = SqliteStore(path)
+    opening = asyncio.create_task(serve.open("serve"))
+    await asyncio.sleep(0.5)
+    assert not opening.done()
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    await asyncio.wait_for(opening, 10)
+    try:
+        second = SqliteStore(path)
+        with pytest.raises(StoreOpenError, match="is in use by another hookgate serve process"):
+            await asyncio.wait_for(second.open("serve"), 5)
+    finally:
+        os.close(fd)
+        await serve.close()
 
 
 async def test_schema_newer_than_code_refuses_to_open(tmp_path: Path, make_store: StoreFactory) -> None:

@@ -7,6 +7,7 @@ import asyncio
 from storetest import NOW
 
 from hookgate.store import IdempotencyClaim, NewRun
+from hookgate.store.base import DeliveryRecord
 from hookgate.store.sqlite import SqliteStore
 
 KEY = "agent:hooks:hook:github"
@@ -189,3 +190,45 @@ async def test_runs_of_one_millisecond_are_claimed_in_the_order_they_were_accept
         await store.enqueue_hook_run(new_run(run_id, created_at=NOW), None)
     assert await store.flow_write(lambda tx: tx.claim_runs("me", NOW, NOW + 30_000, 4)) == ids[:4]
     assert await store.flow_write(lambda tx: tx.claim_runs("me", NOW, NOW + 30_000, 4)) == ids[4:]
+
+
+async def test_a_clock_step_moves_back_only_the_deadlines_written_before_it(store: SqliteStore) -> None:
+    """The wall clock went back an hour. A lease or retry time written before the step lies further
+    ahead than it can (a lease's length, the longest retry wait): it moves back by the step and keeps
+    what it had left. One written after the step (a renewal before the worker's next tick noticed
+    it) is on the new clock already: moved back too, it had expired at once."""
+    hour, lease, longest = 3_600_000, 30_000, 720_000
+    now = NOW  # on the new clock
+    for run_id in ("before", "after"):
+        await store.enqueue_hook_run(new_run(run_id), None)
+
+    def setup(conn):  # type: ignore[no-untyped-def]
+        conn.execute("UPDATE runs SET status = 'running', leased_by = 'me', lease_until = ? WHERE run_id = 'before'",
+                     (now + hour + 20_000,))  # renewed 10 s before the step
+        conn.execute("UPDATE runs SET status = 'running', leased_by = 'me', lease_until = ? WHERE run_id = 'after'",
+                     (now + 25_000,))  # renewed 5 s after it
+
+    await store._write(setup)
+    await store.flow_write(lambda tx: tx.record_delivery(
+        DeliveryRecord("d-before", "before", "hooks", "webhook", "t", "x", "pending"), now))
+    await store.flow_write(lambda tx: tx.record_delivery(
+        DeliveryRecord("d-after", "after", "hooks", "webhook", "t", "x", "pending"), now))
+    await store.flow_write(lambda tx: tx.finish_delivery_attempt("d-before", "pending", now + hour + 1_000, "retry",
+                                                                 500, "e", now))
+    await store.flow_write(lambda tx: tx.finish_delivery_attempt("d-after", "pending", now + 5_000, "retry",
+                                                                 500, "e", now))
+    await store.flow_write(lambda tx: tx.rewind_deadlines(now, hour, lease, longest, {}))
+
+    def read(conn):  # type: ignore[no-untyped-def]
+        return (dict(conn.execute("SELECT run_id, lease_until FROM runs").fetchall()),
+                dict(conn.execute("SELECT delivery_id, next_attempt_at FROM deliveries").fetchall()))
+
+    leases, retries = await store._read(read)
+    assert leases == {"before": now + 20_000, "after": now + 25_000}
+    assert retries == {"d-before": now + 1_000, "d-after": now + 5_000}
+    # at a start (the step unknown): nothing further ahead than its bound
+    await store._write(lambda conn: conn.execute("UPDATE runs SET lease_until = ? WHERE run_id = 'before'",
+                                                  (now + hour,)))
+    await store.flow_write(lambda tx: tx.rewind_deadlines(now, 0, lease, longest, {}))
+    leases, _ = await store._read(read)
+    assert leases == {"before": now + lease, "after": now + 25_000}

@@ -69,6 +69,9 @@ PROBE_AFTER_FAILURE_S = 1.0  # /readyz probes a failed store with a write only a
 SWEEP_BATCH = 500  # rows per retention transaction: a few ms on the event loop
 # A WAL is cut back to this size when it restarts (SQLite's journal_size_limit).
 WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+# How long a starting serve waits for a command that is migrating the file (a 300 000-run file took 16 s).
+MIGRATION_WAIT_S = 600.0
+_LOCK_POLL_S = 0.1
 
 # Binding None: the sqlite3 module sends every parameter that is not an exact int, float, str or
 # bytearray through its adaptation protocol; for None that is a failed ``__adapt__`` and
@@ -213,7 +216,7 @@ class SqliteStore:
             migrate(conn, self._clock.now_ms())  # a newer schema is refused there
             return
         if role == "cli":
-            self._take_lock(
+            self._take_shared_lock(
                 f"database {self.path} is of schema version {current} and a hookgate serve process is running "
                 f"on it: a serve of this version migrates it to {LATEST_VERSION} when it starts; "
                 "run this command after that"
@@ -231,7 +234,9 @@ class SqliteStore:
 
     def _connect(self, *, query_only: bool = False) -> sqlite3.Connection:
         if self._read_only:  # SQLite's URI: the path percent-encoded (a ``?`` or ``#`` in it is no parameter)
-            uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+            # (one leading slash: SQLite reads a path's "//host/…" as a URI authority)
+            path = "/" + os.path.abspath(self.path).lstrip("/")
+            uri = f"file:{urllib.parse.quote(path)}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_ms / 1000, isolation_level=None,
                                    check_same_thread=False)
         else:
@@ -247,19 +252,56 @@ class SqliteStore:
             conn.execute("PRAGMA cache_size=-256")
         return conn
 
-    def _take_lock(self, busy: str | None = None) -> None:
-        """The serve lock, or ``StoreOpenError`` (``busy``, else "in use by another serve") when held."""
+    def _open_lock(self) -> int:
         # the file's real path: a second config naming it through a symlink meets the same lock
         lock_path = f"{os.path.realpath(self.path)}.lock"
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            return os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except PermissionError:
+            try:  # made by another user (root ran a command first): a lock needs no write access
+                return os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise StoreOpenError(f"cannot open database {self.path}: {exc.strerror}") from exc
         except OSError as exc:
             raise StoreOpenError(f"cannot open database {self.path}: {exc.strerror}") from exc
+
+    def _take_lock(self) -> None:
+        """The serve lock: exclusive. A command migrating the file holds it shared (``_migrate``); a
+        serve that starts meanwhile waits for it (it exited "in use by another serve"), up to
+        ``MIGRATION_WAIT_S``. Raises ``StoreOpenError`` when another serve holds it."""
+        fd = self._open_lock()
+        deadline = time.monotonic() + MIGRATION_WAIT_S
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    pass
+                try:  # shared: only commands hold it so, and only while they migrate
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except OSError:
+                    raise StoreOpenError(f"database {self.path} is in use by another hookgate serve process") from None
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                if time.monotonic() > deadline:
+                    raise StoreOpenError(f"database {self.path} is being migrated by a hookgate command "
+                                         f"for over {MIGRATION_WAIT_S:.0f} s")
+                time.sleep(_LOCK_POLL_S)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+
+    def _take_shared_lock(self, busy: str) -> None:
+        """The serve lock shared, for a command that migrates: ``StoreOpenError(busy)`` while a serve
+        holds it; other commands migrating at the same time share it (each migration re-checks the
+        schema version under SQLite's write lock)."""
+        fd = self._open_lock()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise StoreOpenError(busy or f"database {self.path} is in use by another hookgate serve process") from None
+            raise StoreOpenError(busy) from None
         self._lock_fd = fd
 
     def _release_lock(self) -> None:

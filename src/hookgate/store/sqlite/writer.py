@@ -240,8 +240,8 @@ class Writer:
             try:
                 value = fn(conn)
             except BaseException as exc:  # noqa: BLE001 — whatever the operation raises goes to its waiter
-                if not conn.in_transaction:
-                    self._finish(batch, self._fail_all(batch, None))
+                if not conn.in_transaction:  # SQLite rolled it back (SQLITE_FULL, SQLITE_IOERR): exc says why
+                    self._finish(batch, self._fail_all(batch, exc))
                     return
                 if conn.total_changes != before:
                     self._rerun_in_savepoints(batch, started, changes_before)
@@ -263,8 +263,8 @@ class Writer:
             return
         done: list[_Done] = []
         for item in batch:
-            if self._execute(item, done):
-                self._finish(batch, self._fail_all(batch, None))
+            if (lost := self._execute(item, done)) is not None:
+                self._finish(batch, self._fail_all(batch, lost))
                 return
         self._commit_group(batch, done, started, changes_before)
 
@@ -340,31 +340,31 @@ class Writer:
         if self._closed and not self._pending and not self._in_flight and self._drained is not None:
             self._drained.set()
 
-    def _execute(self, item: _Item, done: list[_Done]) -> bool:
-        """Run one operation in its own savepoint (the re-run of a group); returns True when the whole
-        transaction was lost."""
+    def _execute(self, item: _Item, done: list[_Done]) -> BaseException | None:
+        """Run one operation in its own savepoint (the re-run of a group); returns what lost the whole
+        transaction, if it was lost."""
         conn = self._conn
         fn, fut = item
         if fut.cancelled():
-            return False
+            return None
         try:
             conn.execute("SAVEPOINT op")
             value = fn(conn)
             conn.execute("RELEASE op")
         except BaseException as exc:  # noqa: BLE001 — whatever the operation raises goes to its waiter
             if not conn.in_transaction:
-                return True
+                return exc
             try:
                 conn.execute("ROLLBACK TO op")
                 conn.execute("RELEASE op")
-            except sqlite3.Error:
-                return True
+            except sqlite3.Error as undo:
+                return undo
             self.txn += 1  # the operation's writes are gone: views read since are stale
             self._error(int(isinstance(exc, sqlite3.OperationalError)))
             done.append((fut, False, _failure(exc)))
-            return False
+            return None
         done.append((fut, True, value))
-        return False
+        return None
 
     def _fail_all(self, batch: list[_Item], cause: BaseException | None) -> list[_Done]:
         conn = self._conn
