@@ -320,6 +320,11 @@ class Service:
             if not released and loop.time() - since >= QUIET_RELEASE_SECONDS:
                 released = True
                 await store.release_memory()
+                # Each connection is a reference cycle (uvicorn's parser and protocol hold each other,
+                # as do hookgate's transport, flow and exchange): one that lived a while reaches the
+                # oldest generation, which a frozen startup heap and a raised young threshold collect
+                # rarely. Bursts of many connections held that memory (48 → 128 MB in one test) until then.
+                gc.collect()
                 trim_heap()
 
     async def _sweep(self) -> None:

@@ -221,3 +221,42 @@ def test_an_outcome_the_disk_has_no_room_for_is_given_up_after_a_lease(gateway_f
     assert row == ("lost", 2, "run interrupted; retry limit reached")
     outcome = [e for e in gw.flushed_log_events() if e["event"] == "store.error" and e["operation"] == "worker.outcome"]
     assert outcome and all(e["key"] == run_id and e["error"] == "disk I/O error" for e in outcome)
+
+
+def test_a_run_claimed_while_no_file_descriptor_is_left_still_runs(gateway_factory: GatewayFactory) -> None:
+    """A flood of connections took every file descriptor the process may have. The first run then
+    loaded its agent runtime's module, which needs one: the import failed outside the runtime's
+    errors, each attempt was spent on it, and the accepted run ended `lost` without its model ever
+    being called. Runtimes and adapters are now built at start."""
+    import socket
+
+    gw = gateway_factory(hooks_config())
+    assert gw.proc is not None
+    kept = socket.create_connection(("127.0.0.1", gw.port))  # a client connected before the flood
+    open_now = len(list(Path(f"/proc/{gw.proc.pid}/fd").iterdir()))
+    resource.prlimit(gw.proc.pid, resource.RLIMIT_NOFILE, (open_now + 10, open_now + 10))
+    flood = []
+    try:
+        for _ in range(40):  # more than the process may accept: it has none left
+            flood.append(socket.create_connection(("127.0.0.1", gw.port)))
+        time.sleep(0.5)
+        body = b'{"message":"under pressure","deliver":false}'
+        kept.sendall(b"POST /hooks/agent HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hook-secret\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        answer = kept.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+        run_id = answer.split(b'"runId":"')[1].split(b'"')[0].decode()
+
+        def status() -> Any:
+            with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
+                return conn.execute("SELECT status, attempt FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+
+        deadline = time.monotonic() + 10
+        while (row := status())[0] != "ok":
+            assert time.monotonic() < deadline, row
+            time.sleep(0.1)
+        assert row == ("ok", 1)
+    finally:
+        for sock in (kept, *flood):
+            sock.close()
+    assert not [e for e in gw.flushed_log_events() if e["event"] == "worker.job_failed"]

@@ -217,21 +217,27 @@ def test_a_head_not_finished_in_15_s_is_closed(gateway: RunningGateway) -> None:
     long the keep-alive connection then stays (uvicorn's own keep-alive timeout is 30 s)."""
     idle = socket.create_connection(("127.0.0.1", gateway.port))
     partial = socket.create_connection(("127.0.0.1", gateway.port))
+    split = socket.create_connection(("127.0.0.1", gateway.port))
     served = socket.create_connection(("127.0.0.1", gateway.port))
     try:
         partial.sendall(b"POST /hooks/wake HTTP/1.1\r\nHost: x\r\n")
+        split.sendall(b"PO")  # a method in pieces: the head's 15 s count from here, not from its end
         served.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert served.recv(65536).startswith(b"HTTP/1.1 200 ")
+        time.sleep(8)
+        split.sendall(b"ST /hooks/wake HTTP/1.1\r\nHost: x\r\n")
         idle_data, idle_closed = _answer_and_close(idle, 20)  # HEAD_TIMEOUT_S is 15 s
         partial_data, partial_closed = _answer_and_close(partial, 5)
+        split_data, split_closed = _answer_and_close(split, 3)  # (it got 15 s more: at ~23 s)
         served.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         again, again_closed = _answer_and_close(served, 5)
     finally:
-        for sock in (idle, partial, served):
+        for sock in (idle, partial, split, served):
             sock.close()
     assert idle_closed and idle_data == b""
-    assert partial_closed and partial_data.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
-    assert partial_data.endswith(b'{"ok":false,"error":"Request Timeout"}')
+    for data, closed in ((partial_data, partial_closed), (split_data, split_closed)):
+        assert closed and data.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), data
+        assert data.endswith(b'{"ok":false,"error":"Request Timeout"}')
     assert again.startswith(b"HTTP/1.1 200 ") and again_closed
 
 

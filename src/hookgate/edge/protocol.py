@@ -243,6 +243,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
     _unfed = b""  # read but not yet parsed, from _unfed_at: PIPELINE_MAX requests wait (reading paused)
     _unfed_at = 0
     _head_held = False  # a head was cut where parsing stopped: its clock restarts when parsing goes on
+    _method_cut = False  # the current request's method came in pieces: its head's clock is running
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         passing = PassTransport(transport, self.loop)
@@ -263,7 +264,10 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             self.url = b""
             self.expect_100_continue = False
             self.headers = []
-        self._head_since = self.loop.time()
+        if self._method_cut:  # the head's clock started with the method's first bytes, in an earlier read
+            self._method_cut = False  # (restarted here, a head sent a byte at a time had twice the timeout)
+        else:
+            self._head_since = self.loop.time()
         if self._request_since is None:  # (else set by the request's first byte, in an earlier read)
             self._request_since = self._head_since
         self._head_bytes = 0
@@ -487,7 +491,7 @@ class HookgateHttpProtocol(HttpToolsProtocol):
             if space < 0 and 0 < len(data) - lead <= _MAX_METHOD and _TOKEN.fullmatch(data, lead):
                 self._method_start = data  # the method is not complete yet: which one it is decides
                 self._unset_keepalive_if_required()
-                self._message_begun = True
+                self._message_begun = self._method_cut = True
                 if self._head_since is None:  # the head's clock starts with its first byte
                     self._head_since = self._request_since = self.loop.time()
                 return None

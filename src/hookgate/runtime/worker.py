@@ -89,12 +89,24 @@ class Worker:
             # Before serving: loading httpx and building its TLS context takes ~0.1 – 0.2 s, which
             # the first run or delivery would otherwise spend on the event loop, stalling requests.
             self.http_client()
+        self._build(settings)
         await self._schedule_heartbeats(settings)
         # The deadlines of the file (leases, retries, turns) are wall-clock times. One a clock step
         # before this start left far ahead would hold its job for the step's length: none stays
         # further ahead than a lease, the longest retry wait or the agent's interval.
         await self._rewind(0)
         self._loop_task = asyncio.create_task(self._loop())
+
+    def _build(self, settings: Settings) -> None:
+        """Every agent's runtime and enabled channel's adapter, built now (at start, after a reload),
+        not by the first run or delivery: their modules load here. Loaded by a first run while the
+        process had no file descriptor left (a flood of connections), an import failed with EMFILE
+        outside the runtime's errors, and the run's attempts were spent on it until it ended `lost`."""
+        for agent in settings.agents.agents:
+            self.runtime_for(agent)
+        for channel in settings.channels:
+            if channel.enabled:
+                self.adapter_for(channel)
 
     def _store_error(self, operation: str, exc: BaseException, **fields: Any) -> None:
         """A store failure of the worker's: one line per operation in ``STORE_ERROR_LOG_S`` at most,
@@ -225,6 +237,7 @@ class Worker:
     async def _tick(self) -> None:
         settings = self.settings()
         if settings is not self._scheduled_for:  # a reload
+            self._build(settings)
             await self._schedule_heartbeats(settings)
         if step := self._clock_stepped_back():
             await self._rewind(step)
