@@ -532,3 +532,31 @@ def test_a_store_failure_says_what_failed(tmp_path: Path) -> None:
         holder.execute("ROLLBACK")
         holder.close()
     assert r.returncode == 1 and r.stderr == "error: store unavailable (database is locked)\n", r.stderr
+
+
+def test_a_serve_waiting_for_a_migrating_command_says_so_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    """A command migrating the file holds the serve lock shared; a serve started meanwhile waits for
+    it. It waited silently, a Ctrl-C did not stop the wait, and once the command was done it migrated
+    the file anyway before it exited."""
+    import fcntl
+    import os
+
+    _seeded(tmp_path, _nothing)
+    db = tmp_path / "hookgate.db"
+    before = db.read_bytes()
+    fd = os.open(f"{db}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a command, migrating
+        proc = subprocess.Popen([sys.executable, "-m", "hookgate.cli", "serve", "--port", "0", "--log-format", "json"],
+                                cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    waiting = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert [e["event"] for e in waiting] == ["store.waiting"], err
+    assert " listening on " not in out and db.read_bytes() == before

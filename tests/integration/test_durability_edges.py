@@ -197,18 +197,26 @@ def test_an_outcome_the_disk_has_no_room_for_is_given_up_after_a_lease(gateway_f
     cfg = hooks_config(maxBodyBytes=8_000_000)
     cfg["storage"]["leaseSeconds"] = 2
     gw = gateway_factory(cfg)
-    big = "[[echo:sleep=1]] " + "lorem ipsum " * 200_000  # ~2.4 MB: prompt, reply and transcript ~7 MB
+    big = "[[echo:sleep=3]] " + "lorem ipsum " * 200_000  # ~2.4 MB: prompt, reply and transcript ~7 MB
     with gw.client() as c:
         r = c.post("/hooks/agent", json={"message": big, "deliver": False}, headers=AUTH)
     assert r.status_code == 200
     run_id = r.json()["runId"]
+    # an empty WAL (a busy machine may need a few tries), then room for small writes only
     with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for _ in range(50):
+            if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the WAL could not be checkpointed")
     conn.close()
     sizes = [p.stat().st_size for p in gw.workdir.iterdir() if p.is_file()]
     assert gw.proc is not None
     _, hard = resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE)
     resource.prlimit(gw.proc.pid, resource.RLIMIT_FSIZE, (max(max(sizes), 4_300_000) + 600_000, hard))
+    with gw.client() as c:  # small writes still fit
+        assert c.post("/hooks/wake", json={"text": "small", "mode": "next-heartbeat"}, headers=AUTH).status_code == 200
 
     def status() -> Any:
         with sqlite3.connect(gw.workdir / "hookgate.db") as conn:
@@ -221,6 +229,7 @@ def test_an_outcome_the_disk_has_no_room_for_is_given_up_after_a_lease(gateway_f
     assert row == ("lost", 2, "run interrupted; retry limit reached")
     outcome = [e for e in gw.flushed_log_events() if e["event"] == "store.error" and e["operation"] == "worker.outcome"]
     assert outcome and all(e["key"] == run_id and e["error"] == "disk I/O error" for e in outcome)
+    assert [e["retry"] for e in outcome].count(False) == 2  # each attempt's giving up is logged
 
 
 def test_a_run_claimed_while_no_file_descriptor_is_left_still_runs(gateway_factory: GatewayFactory) -> None:

@@ -15,8 +15,9 @@ from hookgate.store.base import Store
 
 T = TypeVar("T")
 
-# Waits between tries (the last repeats).
+# Waits between tries (the last repeats), and the longest a job tries (a lease may be a day long).
 SETTLE_WAITS_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+SETTLE_FOR_MAX_S = 60.0
 _log_limit = LineLimiter(10.0, 16)  # store.error lines of this process's outcomes: one in 10 s
 
 
@@ -31,7 +32,7 @@ class JobContext(Protocol):
 
 async def commit_outcome(ctx: JobContext, fn: Callable[[RuntimeTx], T], key: str) -> T:
     """``ctx.store.flow_write(fn)``, tried again while the store fails (a full disk, an I/O error),
-    for up to a lease's length (``storage.leaseSeconds``).
+    for up to a lease's length (``storage.leaseSeconds``, at most ``SETTLE_FOR_MAX_S``).
 
     The job holds what cannot be had again for free: a model's reply, a message a chat API has taken.
     Given up at once, the job's lease ran out and its next attempt called the model again (a run's
@@ -41,8 +42,8 @@ async def commit_outcome(ctx: JobContext, fn: Callable[[RuntimeTx], T], key: str
     outcome the disk has no room for while smaller writes fit would otherwise fail, every few seconds,
     the group commit of the requests beside it. A failed commit wrote nothing
     (``hookgate.store.sqlite.writer``), so ``fn`` runs whole again. Each failure is a ``store.error``
-    line (``worker.outcome``, at most one in 10 s, with ``count``)."""
-    deadline = time.monotonic() + ctx.settings.storage.lease_seconds
+    line (``worker.outcome``, at most one in 10 s, with ``count``; the one that gives up always)."""
+    deadline = time.monotonic() + min(ctx.settings.storage.lease_seconds, SETTLE_FOR_MAX_S)
     tries = 0
     while True:
         try:
@@ -50,8 +51,9 @@ async def commit_outcome(ctx: JobContext, fn: Callable[[RuntimeTx], T], key: str
         except StoreUnavailable as exc:
             wait = SETTLE_WAITS_S[min(tries, len(SETTLE_WAITS_S) - 1)]
             last = time.monotonic() + wait > deadline
-            if (count := _log_limit.due("worker.outcome")) is not None:
-                ctx.log.warning("store.error", operation="worker.outcome", error=failure_text(exc), count=count,
+            count = _log_limit.due("worker.outcome")
+            if count is not None or last:
+                ctx.log.warning("store.error", operation="worker.outcome", error=failure_text(exc), count=count or 1,
                                 key=key, retry=not last)
             if last:
                 raise

@@ -73,8 +73,20 @@ async def test_cli_writes_leave_checkpoints_to_the_serve_process(tmp_path: Path,
 
 async def test_lock_file_is_next_to_the_database(tmp_path: Path, make_store: StoreFactory) -> None:
     await make_store()
-    # readable by all: a lock needs no write access, so a service user can take one a root command made
-    assert (tmp_path / "hookgate.db.lock").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "hookgate.db.lock").stat().st_mode & 0o777 == 0o600  # no other user may hold it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+async def test_a_lock_root_makes_belongs_to_the_databases_owner(tmp_path: Path, make_store: StoreFactory) -> None:
+    """Root running a command first made the lock file root's, mode 0600: the user serve runs as
+    could not open it. It now belongs to the database's owner."""
+    first = await make_store()
+    await first.close()
+    (tmp_path / "hookgate.db.lock").unlink()
+    os.chown(tmp_path / "hookgate.db", 4242, 4343)
+    await make_store()
+    st = (tmp_path / "hookgate.db.lock").stat()
+    assert (st.st_uid, st.st_gid) == (4242, 4343)
 
 
 async def test_a_serve_that_starts_while_a_command_migrates_waits_for_it(tmp_path: Path) -> None:
@@ -84,12 +96,12 @@ async def test_a_serve_that_starts_while_a_command_migrates_waits_for_it(tmp_pat
     import fcntl
 
     path = tmp_path / "hookgate.db"
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_SH)  # a command, migrating
     serve = SqliteStore(path)
     opening = asyncio.create_task(serve.open("serve"))
     await asyncio.sleep(0.5)
-    assert not opening.done()
+    assert not opening.done() and not path.exists()  # waiting, on the event loop: nothing opened yet
     fcntl.flock(fd, fcntl.LOCK_UN)
     await asyncio.wait_for(opening, 10)
     try:

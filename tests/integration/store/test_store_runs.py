@@ -192,11 +192,11 @@ async def test_runs_of_one_millisecond_are_claimed_in_the_order_they_were_accept
     assert await store.flow_write(lambda tx: tx.claim_runs("me", NOW, NOW + 30_000, 4)) == ids[4:]
 
 
-async def test_a_clock_step_moves_back_only_the_deadlines_written_before_it(store: SqliteStore) -> None:
-    """The wall clock went back an hour. A lease or retry time written before the step lies further
-    ahead than it can (a lease's length, the longest retry wait): it moves back by the step and keeps
-    what it had left. One written after the step (a renewal before the worker's next tick noticed
-    it) is on the new clock already: moved back too, it had expired at once."""
+async def test_a_clock_step_moves_back_the_deadlines_still_ahead(store: SqliteStore) -> None:
+    """The wall clock went back an hour. A retry time written before the step moves back by it and
+    keeps what it had left; one written after the step, before the worker's next tick noticed it, was
+    on the new clock already: it falls due at once (early, never late). A lease ends at most a lease's
+    length from now: one written before the step is cut to that, one renewed since is left alone."""
     hour, lease, longest = 3_600_000, 30_000, 720_000
     now = NOW  # on the new clock
     for run_id in ("before", "after"):
@@ -209,14 +209,12 @@ async def test_a_clock_step_moves_back_only_the_deadlines_written_before_it(stor
                      (now + 25_000,))  # renewed 5 s after it
 
     await store._write(setup)
-    await store.flow_write(lambda tx: tx.record_delivery(
-        DeliveryRecord("d-before", "before", "hooks", "webhook", "t", "x", "pending"), now))
-    await store.flow_write(lambda tx: tx.record_delivery(
-        DeliveryRecord("d-after", "after", "hooks", "webhook", "t", "x", "pending"), now))
-    await store.flow_write(lambda tx: tx.finish_delivery_attempt("d-before", "pending", now + hour + 1_000, "retry",
-                                                                 500, "e", now))
-    await store.flow_write(lambda tx: tx.finish_delivery_attempt("d-after", "pending", now + 5_000, "retry",
-                                                                 500, "e", now))
+    for delivery_id, run_id, retry_at in (("d-before", "before", now + hour + 1_000), ("d-after", "after", now + 5_000),
+                                          ("d-small", "before", now + 40_000)):
+        await store.flow_write(lambda tx, d=delivery_id, r=run_id: tx.record_delivery(
+            DeliveryRecord(d, r, "hooks", "webhook", d, "x", "pending"), now))
+        await store.flow_write(lambda tx, d=delivery_id, at=retry_at: tx.finish_delivery_attempt(
+            d, "pending", at, "retry", 500, "e", now))
     await store.flow_write(lambda tx: tx.rewind_deadlines(now, hour, lease, longest, {}))
 
     def read(conn):  # type: ignore[no-untyped-def]
@@ -224,11 +222,17 @@ async def test_a_clock_step_moves_back_only_the_deadlines_written_before_it(stor
                 dict(conn.execute("SELECT delivery_id, next_attempt_at FROM deliveries").fetchall()))
 
     leases, retries = await store._read(read)
-    assert leases == {"before": now + 20_000, "after": now + 25_000}
-    assert retries == {"d-before": now + 1_000, "d-after": now + 5_000}
-    # at a start (the step unknown): nothing further ahead than its bound
-    await store._write(lambda conn: conn.execute("UPDATE runs SET lease_until = ? WHERE run_id = 'before'",
-                                                  (now + hour,)))
-    await store.flow_write(lambda tx: tx.rewind_deadlines(now, 0, lease, longest, {}))
-    leases, _ = await store._read(read)
     assert leases == {"before": now + lease, "after": now + 25_000}
+    assert retries == {"d-before": now + 1_000, "d-after": now, "d-small": now}
+    # a step smaller than the longest wait: a retry written before it still waits only what it had left
+    await store.flow_write(lambda tx: tx.finish_delivery_attempt("d-small", "pending", now + 65_000, "retry", 500,
+                                                                 "e", now))
+    await store.flow_write(lambda tx: tx.rewind_deadlines(now, 60_000, lease, longest, {}))
+    _, retries = await store._read(read)
+    assert retries["d-small"] == now + 5_000
+    # at a start (the step unknown): nothing further ahead than its bound
+    await store._write(lambda conn: conn.execute("UPDATE deliveries SET next_attempt_at = ? WHERE delivery_id = "
+                                                  "'d-before'", (now + hour,)))
+    await store.flow_write(lambda tx: tx.rewind_deadlines(now, 0, lease, longest, {}))
+    _, retries = await store._read(read)
+    assert retries["d-before"] == now + longest

@@ -158,7 +158,13 @@ class SqliteStore:
         """
         if self._writer is not None:
             raise RuntimeError("store is already open")
-        conn = await asyncio.to_thread(self._open_sync, role)
+        if role == "serve":
+            await self._take_lock()
+        try:
+            conn = await asyncio.to_thread(self._open_sync, role)
+        except BaseException:
+            self._release_lock()
+            raise
         self._writer = Writer(conn, group_commit_ms=self._group_commit_ms, metrics=self._metrics,
                               busy_timeout_ms=int(self._busy_timeout_ms))
         self._writer.start()
@@ -166,8 +172,6 @@ class SqliteStore:
         self._bulk_reader = ThreadPoolExecutor(BULK_READERS, thread_name_prefix="hookgate-store-bulk-read")
 
     def _open_sync(self, role: StoreRole) -> sqlite3.Connection:
-        if role == "serve":
-            self._take_lock()
         if role == "read" and not self.path.is_file():
             # a command that only reads creates nothing: a mistyped path is not an empty store
             raise StoreOpenError(f"cannot open database {self.path}: no such file")
@@ -256,21 +260,29 @@ class SqliteStore:
         # the file's real path: a second config naming it through a symlink meets the same lock
         lock_path = f"{os.path.realpath(self.path)}.lock"
         try:
-            return os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except PermissionError:
-            try:  # made by another user (root ran a command first): a lock needs no write access
-                return os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError as exc:
-                raise StoreOpenError(f"cannot open database {self.path}: {exc.strerror}") from exc
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise StoreOpenError(f"cannot open database {self.path}: {exc.strerror}") from exc
+            raise StoreOpenError(f"cannot open database {self.path}: {lock_path}: {exc.strerror}") from exc
+        if os.geteuid() == 0:
+            # root running a command first makes the lock file: it belongs to the database's owner (the
+            # user serve runs as), who could not open it otherwise (mode 0600: no other user may take it)
+            try:
+                owner = os.stat(self.path)
+                st = os.fstat(fd)
+                if (st.st_uid, st.st_gid) != (owner.st_uid, owner.st_gid) and st.st_uid == 0:
+                    os.fchown(fd, owner.st_uid, owner.st_gid)
+            except OSError:
+                pass  # no database yet: the lock stays root's, as the file will be
+        return fd
 
-    def _take_lock(self) -> None:
+    async def _take_lock(self) -> None:
         """The serve lock: exclusive. A command migrating the file holds it shared (``_migrate``); a
         serve that starts meanwhile waits for it (it exited "in use by another serve"), up to
-        ``MIGRATION_WAIT_S``. Raises ``StoreOpenError`` when another serve holds it."""
+        ``MIGRATION_WAIT_S``, on the event loop (a Ctrl-C ends the wait, before anything is opened).
+        Raises ``StoreOpenError`` when another serve holds it."""
         fd = self._open_lock()
         deadline = time.monotonic() + MIGRATION_WAIT_S
+        waiting = False
         try:
             while True:
                 try:
@@ -286,7 +298,11 @@ class SqliteStore:
                 if time.monotonic() > deadline:
                     raise StoreOpenError(f"database {self.path} is being migrated by a hookgate command "
                                          f"for over {MIGRATION_WAIT_S:.0f} s")
-                time.sleep(_LOCK_POLL_S)
+                if not waiting:
+                    waiting = True
+                    get_logger().info("store.waiting", reason="a hookgate command is migrating the database",
+                                      path=str(self.path))
+                await asyncio.sleep(_LOCK_POLL_S)
         except BaseException:
             os.close(fd)
             raise

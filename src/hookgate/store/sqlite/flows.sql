@@ -161,27 +161,29 @@ UPDATE heartbeat_schedule SET leased_by = NULL, lease_until = NULL, due_at = ?2,
 WHERE agent_id = ?1
 
 -- name: rewind_run_leases
--- The wall clock stepped back by ?2 ms (0: this process starts, after a step it did not see). A
--- lease further ahead than a lease's length (?3: now + leaseSeconds) was written before the step:
--- it moves ?2 earlier, to between now (?1) and ?3. One within ?3 is left alone: written after the
--- step (a renewal since, on the new clock), or before a step smaller than that — at most ?2 late.
-UPDATE runs SET lease_until = max(?1, min(lease_until - ?2, ?3))
+-- The wall clock stepped back by ?2 ms (0: this process starts, after a step it did not see); ?1 is
+-- now. A lease ends at most a lease's length from now (?3): one written before the step is cut to
+-- that (at most a lease late), one renewed since (on the new clock already) is left alone.
+UPDATE runs SET lease_until = ?3
 WHERE status IN ('queued', 'running') AND status = 'running' AND lease_until > ?3
 
 -- name: rewind_delivery_times
--- the same for a delivery's next attempt (bound ?4: now + the longest retry wait) and its lease
+-- A retry time still ahead moves ?2 earlier, within now and now + the longest retry wait (?4): it
+-- waits what it had left. (One written between the step and the tick that saw it was on the new
+-- clock already: it falls due at once, early rather than late.) Its lease as a run's.
 UPDATE deliveries SET
-    next_attempt_at = CASE WHEN next_attempt_at > ?4 THEN max(?1, min(next_attempt_at - ?2, ?4))
+    next_attempt_at = CASE WHEN next_attempt_at > ?1 THEN max(?1, min(next_attempt_at - ?2, ?4))
                            ELSE next_attempt_at END,
-    lease_until = CASE WHEN lease_until > ?3 THEN max(?1, min(lease_until - ?2, ?3)) ELSE lease_until END
-WHERE status = 'pending' AND (next_attempt_at > ?4 OR lease_until > ?3)
+    lease_until = CASE WHEN lease_until > ?3 THEN ?3 ELSE lease_until END
+WHERE status = 'pending' AND (next_attempt_at > ?1 OR lease_until > ?3)
 
 -- name: rewind_heartbeat_lease
-UPDATE heartbeat_schedule SET lease_until = max(?1, min(lease_until - ?2, ?3)) WHERE lease_until > ?3
+UPDATE heartbeat_schedule SET lease_until = ?3 WHERE lease_until > ?3
 
 -- name: rewind_heartbeat_due
--- the agent's next turn, bound ?3: now + its interval (a second when a wake asked for a turn)
-UPDATE heartbeat_schedule SET due_at = max(?1, min(due_at - ?2, ?3)) WHERE agent_id = ?4 AND due_at > ?3
+-- the agent's next turn as a retry time, within now and now + its interval (?3; a second when a
+-- wake asked for a turn)
+UPDATE heartbeat_schedule SET due_at = max(?1, min(due_at - ?2, ?3)) WHERE agent_id = ?4 AND due_at > ?1
 
 -- name: consume_heartbeat_requests
 -- the requests the turn answered: those pending when it read its events (ids up to ?2), not every
