@@ -30,3 +30,15 @@ def test_past_its_bound_the_key_whose_line_is_oldest_is_forgotten() -> None:
     assert limiter.due("a") == 1  # a's line was forgotten with it (and b's now is the oldest)
     assert limiter.due("c") is None
 
+
+
+def test_a_forced_line_stands_for_what_was_held_back() -> None:
+    """A line that must be written (a job giving up) counts the occurrences held back before it, and
+    the interval starts again from it: the lines add up to every occurrence."""
+    limiter = LineLimiter(60.0)
+    assert limiter.due("a") == 1
+    assert limiter.due("a", 2) is None
+    assert limiter.force("a") == 3  # 2 held back, and this one
+    assert limiter.due("a") is None  # a new interval
+    assert limiter.force("a") == 2
+    assert limiter.force("b", 4) == 4

@@ -247,6 +247,15 @@ class LineLimiter:
         self._last[key] = (now, 0)
         return held + n
 
+    def force(self, key: object = None, n: int = 1) -> int:
+        """A line written whatever the interval (one that must not be held back): how many it
+        stands for, those held back since the key's last line included; its interval starts again."""
+        _, held = self._last.pop(key, (0.0, 0))
+        if len(self._last) >= self._max_keys:
+            self._last.popitem(last=False)
+        self._last[key] = (time.monotonic(), 0)
+        return held + n
+
 
 class _StdlibBridge(logging.Handler):
     """Warnings and errors of libraries that log through ``logging`` (uvicorn), as JSON lines:

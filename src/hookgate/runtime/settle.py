@@ -51,9 +51,9 @@ async def commit_outcome(ctx: JobContext, fn: Callable[[RuntimeTx], T], key: str
         except StoreUnavailable as exc:
             wait = SETTLE_WAITS_S[min(tries, len(SETTLE_WAITS_S) - 1)]
             last = time.monotonic() + wait > deadline
-            count = _log_limit.due("worker.outcome")
-            if count is not None or last:
-                ctx.log.warning("store.error", operation="worker.outcome", error=failure_text(exc), count=count or 1,
+            count = _log_limit.force("worker.outcome") if last else _log_limit.due("worker.outcome")
+            if count is not None:
+                ctx.log.warning("store.error", operation="worker.outcome", error=failure_text(exc), count=count,
                                 key=key, retry=not last)
             if last:
                 raise

@@ -160,11 +160,9 @@ class SqliteStore:
             raise RuntimeError("store is already open")
         if role == "serve":
             await self._take_lock()
-        try:
-            conn = await asyncio.to_thread(self._open_sync, role)
-        except BaseException:
-            self._release_lock()
-            raise
+        # (a failure in _open_sync releases the lock there; a cancellation leaves it held while the
+        # thread may still be migrating: the process is ending, and its exit releases it)
+        conn = await asyncio.to_thread(self._open_sync, role)
         self._writer = Writer(conn, group_commit_ms=self._group_commit_ms, metrics=self._metrics,
                               busy_timeout_ms=int(self._busy_timeout_ms))
         self._writer.start()
