@@ -214,10 +214,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     ``vault`` or ``op`` call), which a kill of the provider alone left running with no time limit."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # the whole group has exited already
-        pass
-    except PermissionError:  # a member this user may not signal (a setuid program): see _run_exec
-        pass
+    except (ProcessLookupError, PermissionError):  # the group has exited; or a member this user may
+        pass  # not signal (a setuid program): see _run_exec
 
 
 def _run_exec(

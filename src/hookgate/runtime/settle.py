@@ -18,7 +18,18 @@ T = TypeVar("T")
 # Waits between tries (the last repeats), and the longest a job tries (a lease may be a day long).
 SETTLE_WAITS_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 SETTLE_FOR_MAX_S = 60.0
-_log_limit = LineLimiter(10.0, 16)  # store.error lines of this process's outcomes: one in 10 s
+STORE_ERROR_LOG_S = 10.0
+_store_errors = LineLimiter(STORE_ERROR_LOG_S, 16)  # the worker's store.error lines, per operation
+
+
+def log_store_error(log: Any, operation: str, exc: BaseException, *, last: bool = False, **fields: Any) -> None:
+    """A store failure of the worker's (``worker.tick``, ``worker.run``, ``worker.outcome``, …): one
+    ``store.error`` line per operation in ``STORE_ERROR_LOG_S`` at most — a full disk fails every tick
+    and job until it is freed — with ``count``, the failures it stands for. ``last``: a line that
+    must be written (a job giving up), counting those held back before it."""
+    count = _store_errors.force(operation) if last else _store_errors.due(operation)
+    if count is not None:
+        log.warning("store.error", operation=operation, error=failure_text(exc), count=count, **fields)
 
 
 class JobContext(Protocol):
@@ -51,10 +62,7 @@ async def commit_outcome(ctx: JobContext, fn: Callable[[RuntimeTx], T], key: str
         except StoreUnavailable as exc:
             wait = SETTLE_WAITS_S[min(tries, len(SETTLE_WAITS_S) - 1)]
             last = time.monotonic() + wait > deadline
-            count = _log_limit.force("worker.outcome") if last else _log_limit.due("worker.outcome")
-            if count is not None:
-                ctx.log.warning("store.error", operation="worker.outcome", error=failure_text(exc), count=count,
-                                key=key, retry=not last)
+            log_store_error(ctx.log, "worker.outcome", exc, last=last, key=key, retry=not last)
             if last:
                 raise
             tries += 1

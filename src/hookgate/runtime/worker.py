@@ -24,12 +24,13 @@ from hookgate.clock import Clock
 from hookgate.config.settings import AgentSettings, ChannelSettings, Settings
 from hookgate.errors import HookgateError, StoreUnavailable
 from hookgate.flows.model import CANCELLED_BY_OPERATOR
-from hookgate.obs.logging import INSTANCE_ID, LineLimiter, failure_text, get_logger
+from hookgate.obs.logging import INSTANCE_ID, get_logger
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.deliveries import MAX_RETRY_WAIT_MS, DeliveryContext, run_delivery
 from hookgate.runtime.heartbeat import run_heartbeat
 from hookgate.runtime.ports import RuntimeTx
 from hookgate.runtime.runs import RunContext, execute_run
+from hookgate.runtime.settle import log_store_error
 from hookgate.store.base import Store
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ POLL_SECONDS = 1.0
 # The wall clock moved back against the monotonic one by more than this between two ticks: a step
 # (NTP, a VM restored), not the slewing of a clock being corrected.
 CLOCK_STEP_MS = 2000
-STORE_ERROR_LOG_S = 10.0
 BACKLOG_REFRESH_SECONDS = 1.0
 DELIVERY_CONCURRENCY = 64  # deliveries in flight per worker (each to a different target)
 # of one channel: a chat API that hangs for some chats (each send then takes its 15 s timeout) holds
@@ -76,7 +76,6 @@ class Worker:
         self._every: dict[str, float] = {}  # heartbeat.every per agent, as last scheduled
         self._scheduled_for: Settings | None = None
         self._wall_offset: int | None = None  # wall ms minus monotonic ms at the last tick
-        self._store_errors = LineLimiter(STORE_ERROR_LOG_S, 16)  # store.error lines, per operation
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -108,16 +107,9 @@ class Worker:
             if channel.enabled:
                 self.adapter_for(channel)
 
-    def _store_error(self, operation: str, exc: BaseException, **fields: Any) -> None:
-        """A store failure of the worker's: one line per operation in ``STORE_ERROR_LOG_S`` at most,
-        with how many it stands for (a full disk fails every tick and job until it is freed)."""
-        if (count := self._store_errors.due(operation)) is not None:
-            self.log.warning("store.error", operation=operation, error=failure_text(exc),
-                             count=count, **fields)
-
     def _clock_stepped_back(self) -> int:
         """How far the wall clock stepped back since the last tick (ms; 0 if it did not)."""
-        offset = self.clock.now_ms() - int(self.clock.monotonic() * 1000)
+        offset = self._offset(self.clock.now_ms())
         last = self._wall_offset
         if last is not None and last - offset > CLOCK_STEP_MS:
             return last - offset  # (the offset is kept until the rewind has committed)
@@ -134,7 +126,11 @@ class Worker:
             lambda tx: tx.rewind_deadlines(now, step_ms, lease_ms, MAX_RETRY_WAIT_MS, every))
         if step_ms:
             self.log.warning("clock.stepped_back", step_ms=step_ms, deadlines=changed)
-        self._wall_offset = now - int(self.clock.monotonic() * 1000)  # steps are measured from here
+        self._wall_offset = self._offset(now)  # steps are measured from here
+
+    def _offset(self, now_ms: int) -> int:
+        """The wall clock (``now_ms``, just read) less the monotonic one, in ms."""
+        return now_ms - int(self.clock.monotonic() * 1000)
 
     async def _schedule_heartbeats(self, settings: Settings) -> None:
         """At startup every agent's schedule; after a reload, the agents that are new or whose
@@ -221,7 +217,7 @@ class Worker:
             try:
                 await self._tick()
             except HookgateError as exc:
-                self._store_error("worker.tick", exc)
+                log_store_error(self.log, "worker.tick", exc)
                 # Not again at once: the due time it went for has passed, and a store that keeps
                 # failing (a full disk) was tried — and logged — thousands of times a second.
                 self._next_due = None
@@ -307,7 +303,7 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except StoreUnavailable as exc:  # no fault of the job's: its lease runs out, and it is taken up again
-            self._store_error(f"worker.{kind}", exc, key=key)
+            log_store_error(self.log, f"worker.{kind}", exc, key=key)
         except Exception:
             self.log.exception("worker.job_failed", job=kind, key=key)
         finally:
@@ -374,7 +370,7 @@ class Worker:
                 except StoreUnavailable as exc:
                     if self.clock.monotonic() + retry_s >= held_until:
                         raise
-                    self._store_error("worker.renew", exc)
+                    log_store_error(self.log, "worker.renew", exc)
                     wait = retry_s
                     continue
                 held_until, wait = asked + lease_s - retry_s, lease_s / 3

@@ -49,7 +49,7 @@ class _Ctx:
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(settle, "SETTLE_WAITS_S", (0.01, 0.02, 0.05))
-    monkeypatch.setattr(settle, "_log_limit", settle.LineLimiter(10.0, 16))
+    monkeypatch.setattr(settle, "_store_errors", settle.LineLimiter(10.0, 16))
 
 
 def test_an_outcome_is_committed_once_the_store_is_back(tmp_path: Any) -> None:
