@@ -27,7 +27,7 @@ from hookgate.obs import logging as obs_logging
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
-_DURATION = re.compile(r"^(\d+)([smhd])$")
+_DURATION = re.compile(r"([0-9]+)([smhd])")  # ASCII digits: \d took "٣m" as 3 minutes
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _MAX_DURATION_S = 36500 * 86400  # a century, as storage.retention.*Days; more reaches past any record
 
@@ -147,10 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _duration(value: str) -> int:
-    match = _DURATION.match(value.strip())
+    match = _DURATION.fullmatch(value.strip())
     if not match:
         raise argparse.ArgumentTypeError(f"invalid duration {value!r} (use e.g. 30s, 15m, 2h, 7d)")
-    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    digits = match.group(1).lstrip("0") or "0"
+    # more digits than any duration within the bound has (and than int() converts past 4 300)
+    seconds = int(digits) * _UNIT_SECONDS[match.group(2)] if len(digits) <= 12 else _MAX_DURATION_S + 1
     if seconds > _MAX_DURATION_S:
         raise argparse.ArgumentTypeError(f"duration {value!r} is too long (at most 36500d)")
     return seconds

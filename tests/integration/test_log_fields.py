@@ -166,3 +166,24 @@ def test_a_requested_model_is_logged_as_sanitised_free_text(gateway_factory: Gat
     assert isinstance(logged, str) and "probe" in logged and "model" in logged, line
     assert not (set(logged) & CONTROL), f"control characters logged in run.finished model: {logged!r}"
     assert len(logged) <= 500, len(logged)
+
+
+def test_a_long_session_key_from_the_payload_is_cut_in_every_log_line(gateway_factory: GatewayFactory) -> None:
+    # operations.md §2: free text that is logged is "cut to 500 characters". A session key the caller
+    # chose (or a template rendered from the payload) was logged whole in run.started, run.finished and
+    # delivery.no_target: a 256 KB body made three 256 KB lines.
+    gw = gateway_factory(hooks_config(allowRequestSessionKey=True, allowedSessionKeyPrefixes=["hook:"],
+                                      maxBodyBytes=1_000_000))
+    key = "hook:" + "k" * 200_000
+    with gw.client() as c:
+        r = c.post("/hooks/agent", json={"message": "hi", "sessionKey": key}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    run_id = r.json()["runId"]
+    wait_for(lambda: any(e["event"] == "run.finished" and e.get("run_id") == run_id
+                         for e in gw.flushed_log_events()), timeout=15)
+    lines = [e for e in gw.flushed_log_events() if e.get("run_id") == run_id]
+    assert {"run.started", "run.finished"} <= {e["event"] for e in lines}, lines
+    for e in lines:
+        if "session_key" in e:
+            assert e["session_key"] == ("agent:main:" + key)[:500], e["event"]
+    assert max(len(json.dumps(e)) for e in gw.flushed_log_events()) < 4_000

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -129,7 +130,9 @@ def read_config_file(path: str) -> Any:
     try:
         return json5.loads(text, object_pairs_hook=_object)
     except ValueError as exc:
-        raise ConfigError([f"{path}: invalid JSON5: {_json5_message(str(exc))}"]) from None
+        message = (_long_number_message(text) if "integer string conversion" in str(exc) else None) \
+            or _json5_message(str(exc))
+        raise ConfigError([f"{path}: invalid JSON5: {message}"]) from None
     except RecursionError:  # json5's parser recurses a few frames per level: ~60 levels exhaust it
         raise ConfigError([f"{path}: invalid JSON5: nested too deeply"]) from None
 
@@ -176,6 +179,19 @@ def duplicate_key_warnings(value: Any, path: str = "") -> list[str]:
 
 
 _JSON5_POSITION = re.compile(r"<string>:(\d+) (.*) at column (\d+)", re.DOTALL)
+
+
+_LONG_NUMBER = re.compile(r"""(?<![0-9A-Za-z_$.'"])[+-]?[0-9]{""" + str(sys.get_int_max_str_digits() + 1) + ",}")
+
+
+def _long_number_message(text: str) -> str | None:
+    """For a file with an integer of more digits than Python converts (4 300), where json5's error was
+    Python's own (``Exceeds the limit … use sys.set_int_max_str_digits()``): where it is, and why."""
+    if (match := _LONG_NUMBER.search(text)) is None:
+        return None
+    line = text.count("\n", 0, match.start()) + 1
+    column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+    return f"line {line}, column {column}: a number of {len(match[0].lstrip('+-'))} digits (integers are 64-bit)"
 
 
 def _json5_message(text: str) -> str:
@@ -321,10 +337,10 @@ def _channels(
                 continue
             node = schema.fields[key].node
             if isinstance(node, Secret):
-                channel_secrets[key] = secrets[f"channels.{cid}.{key}"]
+                channel_secrets[key] = secrets[join(f"channels.{cid}", key)]
             elif isinstance(node, Map) and isinstance(node.value, Secret):
                 for target in value:
-                    channel_secrets[f"{key}.{target}"] = secrets[f"channels.{cid}.{key}.{target}"]
+                    channel_secrets[f"{key}.{target}"] = secrets[join(join(f"channels.{cid}", key), target)]
             else:
                 options[key] = value
         if cid == "file":  # relative to the config directory (model.md §10.2), the default name too

@@ -98,6 +98,8 @@ def unreachable_path(path: str) -> str | None:
                 "without decoding escapes")
     if any(segment in (".", "..") for segment in path.split("/")):
         return "it holds a dot segment, and request paths are matched with theirs removed"
+    if "?" in path or "#" in path:
+        return 'it holds a "?" or "#", where a request\'s path ends'
     return None
 
 

@@ -28,6 +28,7 @@ from hookgate.config.settings import (
     SecretSource,
     WebhooksSettings,
 )
+from hookgate.config.validate import join
 
 ROUTES_PATH = "plugins.entries.webhooks.config.routes"
 
@@ -161,7 +162,7 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
     claimed: dict[str, str] = {}
     ids: dict[str, str] = {}  # trimmed id → the key as written
     for raw_id, route in cfg["routes"].items():
-        r = f"{ROUTES_PATH}.{raw_id}"
+        r = join(ROUTES_PATH, raw_id)
         route_id = raw_id.strip()
         if not ROUTE_ID_PATTERN.match(route_id):
             ctx.errors.append(f"{r}: invalid route id (expected ^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}$)")
@@ -169,7 +170,7 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
         if route["enabled"] is not True:
             continue
         if route_id in ids:  # two active keys equal once trimmed (" a " and "a"): one id, one controller
-            ctx.errors.append(f'{r}: duplicate route id "{route_id}" (also {ROUTES_PATH}.{ids[route_id]}; ids are trimmed)')
+            ctx.errors.append(f'{r}: duplicate route id "{route_id}" (also {join(ROUTES_PATH, ids[route_id])}; ids are trimmed)')
             continue
         ids[route_id] = raw_id
         agent_id = _check_route(r, route, ctx)

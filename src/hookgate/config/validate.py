@@ -7,6 +7,7 @@ defaults filled in (the *effective* config) or ``INVALID`` after recording error
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -91,8 +92,16 @@ def json_type(value: object) -> str:
     return type(value).__name__
 
 
+# A key printed bare in a key path: not empty, and nothing that reads as a separator or that a line of
+# output would lose (``{"a.b": 1}`` printed ``a.b``, as if nested; ``{"": 1}`` printed an empty path).
+_BARE_KEY = re.compile(r"[^\s.\[\]\"'\x00-\x1f\x7f-\x9f]+")
+
+
 def join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+    """``path.key``, or ``path["key"]`` (JSON-quoted) for a key that would not read back as itself."""
+    if _BARE_KEY.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def _fmt(n: float) -> str:

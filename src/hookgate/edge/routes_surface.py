@@ -31,7 +31,7 @@ from hookgate.webhooks.service import FlowService
 if TYPE_CHECKING:
     from hookgate.edge.app import Gateway
 
-_decoder = msgspec.json.Decoder()
+_decoder = jsonbody.decoder()
 _LONG_INT = re.compile(rb"\d{19,}")
 
 

@@ -15,7 +15,8 @@ from typing import Any, Final
 
 import msgspec
 
-from hookgate.webhooks.schema import JS_WHITESPACE, UNSET
+from hookgate.jstext import JS_WHITESPACE
+from hookgate.webhooks.schema import UNSET
 
 # Flow statuses (model.md §1.2)
 QUEUED: Final = "queued"

@@ -14,6 +14,7 @@ import msgspec
 from hookgate.config.names import CHANNEL_ALIASES
 from hookgate.errors import RequestError
 from hookgate.hooks.payload import trimmed_str
+from hookgate.jstext import js_trim
 
 WakeMode = Literal["now", "next-heartbeat"]
 SessionKeySource = Literal["request", "mapping-static", "mapping-templated"]
@@ -73,7 +74,7 @@ def normalize_channel(value: Any, enabled_channels: tuple[str, ...]) -> str:
     if value is None:
         return "last"
     if isinstance(value, str):
-        name = value.strip().lower()
+        name = js_trim(value).lower()
         if not name:
             return "last"
         name = CHANNEL_ALIASES.get(name, name)

@@ -33,6 +33,7 @@ from hookgate.hooks.dispatch import ExternalSource, PreparedRun, prepare_agent
 from hookgate.hooks.payload import Payload, decode_hook_body, fields, trimmed_str
 from hookgate.hooks.templates import TemplateContext, render
 from hookgate.hooks.transforms_loader import TransformFailed, TransformLoader
+from hookgate.jstext import js_trim
 from hookgate.runtime.events import sanitize_system_text
 from hookgate.runtime.prompts import hook_prompt
 from hookgate.transforms import Skip, TransformContext
@@ -134,7 +135,7 @@ def _rendered(template: str | None, ctx: TemplateContext) -> str | None:
     """A template rendered and trimmed; empty → ``None``."""
     if template is None:
         return None
-    return render(template, ctx).strip() or None
+    return js_trim(render(template, ctx)) or None
 
 
 def base_action(m: MappingSettings, ctx: TemplateContext) -> Draft:
@@ -222,11 +223,11 @@ def finalize(draft: Draft, enabled_channels: tuple[str, ...]) -> WakeAction | Ag
     """Validate and normalise the merged action (§6.4, then §5.1 rules). Raises ``RequestError``."""
     if draft["kind"] == "wake":
         text = draft["text"]
-        if not text.strip():
+        if not js_trim(text):
             raise RequestError(REQUIRES_TEXT)
         return WakeAction(text=text, mode=wake_mode(draft["mode"]))
     message = draft["message"]
-    if not message.strip():
+    if not js_trim(message):
         raise RequestError(REQUIRES_MESSAGE)
     channel = normalize_channel(draft.get("channel"), enabled_channels)
     model = trimmed_str(draft.get("model"))

@@ -8,9 +8,10 @@ import msgspec
 
 from hookgate import jsonbody
 from hookgate.errors import RequestError
+from hookgate.jstext import js_trim
 
 _BOM = b"\xef\xbb\xbf"
-_decoder = msgspec.json.Decoder()
+_decoder = jsonbody.decoder()
 
 Payload = dict[str, Any] | list[Any]
 
@@ -26,7 +27,7 @@ def decode_hook_body(body: bytes) -> Payload:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise RequestError("invalid JSON: body is not valid UTF-8") from None
-    text = text.strip()
+    text = js_trim(text)
     if not text:
         return {}
     try:
@@ -53,7 +54,7 @@ def fields(payload: Payload) -> dict[str, Any]:
 def trimmed_str(value: Any) -> str | None:
     """A trimmed non-empty string, else ``None``."""
     if isinstance(value, str):
-        text = value.strip()
+        text = js_trim(value)
         if text:
             return text
     return None

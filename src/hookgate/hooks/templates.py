@@ -19,6 +19,10 @@ import msgspec
 PLACEHOLDER = re.compile(r"\{\{([^}]+)\}\}")
 _SEGMENT = re.compile(r"\[([0-9]+)\]|([^.\[\]]+)")
 _DIGITS = re.compile(r"[0-9]+")
+# An index of more digits than this is past the end of any list (and past what ``int()`` converts from
+# text: Python refuses more than 4 300 digits, which made such a template a 500 on every request).
+_INDEX_DIGITS = 18
+_PAST_ANY_END = 10**_INDEX_DIGITS
 _MISSING = object()
 
 
@@ -44,7 +48,10 @@ def segments(path: str) -> list[str | int]:
     out: list[str | int] = []
     for m in _SEGMENT.finditer(path):
         index, name = m.group(1), m.group(2)
-        out.append(int(index) if index is not None else name)
+        if index is None:
+            out.append(name)
+        else:
+            out.append(int(index) if len(index) <= _INDEX_DIGITS else _PAST_ANY_END)
     return out
 
 
@@ -66,7 +73,7 @@ def walk(data: Any, steps: list[str | int]) -> Any:
             value = value.get(seg, _MISSING) if type(seg) is str else _MISSING
         elif isinstance(value, list):
             if isinstance(seg, str):
-                if not _DIGITS.fullmatch(seg):
+                if not _DIGITS.fullmatch(seg) or len(seg) > _INDEX_DIGITS:
                     return _MISSING
                 seg = int(seg)
             if seg >= len(value):

@@ -156,6 +156,15 @@ def _exception(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMappi
     return event
 
 
+def _cap(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Any text value past 500 characters is cleaned and cut (operations.md §2), whatever its field: a
+    session key taken from a payload or rendered from a template logged a megabyte three times a run."""
+    for key, value in event.items():
+        if type(value) is str and len(value) > 500:
+            event[key] = clean_text(value)
+    return event
+
+
 def _json(_: Any, __: str, event: MutableMapping[str, Any]) -> bytes:
     return _encode(event) + b"\n"
 
@@ -196,6 +205,7 @@ def configure(level: str = "info", fmt: str | None = None, stream: IO[bytes] | N
             _timestamp,
             _level,
             _exception,
+            _cap,
             _console if fmt == "console" else _json,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),

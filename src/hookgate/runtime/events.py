@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from hookgate.jstext import js_trim
+
 _TAG = re.compile(r"\[\s*(system\s+message|system|assistant|internal)\s*\]", re.IGNORECASE)
 _TAG_REPLACEMENT = {
     "system message": "(System Message)",
@@ -32,4 +34,4 @@ def sanitize_system_text(text: str) -> str:
 
 def prepare_event_text(text: str) -> str:
     """The text as the queue stores it: sanitised, then trimmed (empty → not stored)."""
-    return sanitize_system_text(text).strip()
+    return js_trim(sanitize_system_text(text))

@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias
 import msgspec
 
 from hookgate.errors import RequestError
+from hookgate.jstext import js_trim
 
 
 class Unset(enum.Enum):
@@ -48,11 +49,6 @@ Json: TypeAlias = Any
 
 MAX_SAFE_INTEGER: Final = 9_007_199_254_740_991
 
-# JavaScript's WhiteSpace + LineTerminator (what String.prototype.trim and /\s/ match).
-JS_WHITESPACE: Final = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
 
 ACTION_NAMES: Final[tuple[str, ...]] = (
     "create_flow",
@@ -396,11 +392,6 @@ def json_type_name(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "array"
     return "object"
-
-
-def js_trim(value: str) -> str:
-    """``String.prototype.trim``: strip JavaScript whitespace and line terminators."""
-    return value.strip(JS_WHITESPACE)
 
 
 def _expected(key: str, type_word: str, value: Any) -> SchemaError:

@@ -280,13 +280,13 @@ def test_route_errors(kit: Kit) -> None:
         f"{R}.hdr.auth.header: header is required for header and hmac-sha256 auth",
         f"{R}.hdr2.auth.header: header is required for header and hmac-sha256 auth",
         f'{R}.agent.agentId: unknown agent "Ghost"',
-        f"{R}.bad id!: invalid route id (expected ^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}$)",
+        f'{R}["bad id!"]: invalid route id (expected ^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}$)',
     ]
 
 
 def test_route_ids_equal_once_trimmed_are_one_id(kit: Kit) -> None:
     cfg = routes({"a": {"sessionKey": "s", "secret": "x"}, " a ": {"sessionKey": "s", "secret": "y", "path": "/other"}})
-    assert kit.errors(cfg) == [f'{R}. a : duplicate route id "a" (also {R}.a; ids are trimmed)']
+    assert kit.errors(cfg) == [f'{R}[" a "]: duplicate route id "a" (also {R}.a; ids are trimmed)']
     # a disabled key is no route: a stale one beside the active route still loads
     cfg = routes({"a": {"sessionKey": "s", "secret": "x"}, " a ": {"sessionKey": "s", "secret": "y", "enabled": False}})
     assert [r.id for r in kit.load(cfg).webhooks.routes] == ["a"]
@@ -416,7 +416,9 @@ def test_a_route_path_no_request_can_carry_is_warned_about(kit: Kit) -> None:
 def test_a_hooks_path_no_request_can_carry_is_warned_about(kit: Kit) -> None:
     for path, why in (("/./hooks", "it holds a dot segment, and request paths are matched with theirs removed"),
                       ("/h ooks", ("it holds a space, a control or a non-ASCII character, and request paths are "
-                                  "matched without decoding escapes"))):
+                                  "matched without decoding escapes")),
+                      ("/hooks?x=1", 'it holds a "?" or "#", where a request\'s path ends'),
+                      ("/hooks#in", 'it holds a "?" or "#", where a request\'s path ends')):
         s = kit.load({"hooks": {"enabled": True, "token": "t", "path": path}})
         assert s.warnings == (f"hooks.path ({path}): no request can reach it: {why}",), path
     assert kit.load({"hooks": {"enabled": True, "token": "t", "path": "/in/hooks"}}).warnings == ()

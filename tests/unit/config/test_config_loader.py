@@ -84,6 +84,14 @@ def test_invalid_json5_and_non_object(kit: Kit, tmp_path: Path) -> None:
     assert kit.errors("[1]") == [f"{tmp_path / 'hookgate.json5'}: expected object, got array"]
 
 
+def test_a_number_of_more_digits_than_python_converts_is_placed(kit: Kit, tmp_path: Path) -> None:
+    # Python's own words were printed: "Exceeds the limit (4300 digits) for integer string conversion
+    # … use sys.set_int_max_str_digits() to increase the limit", with no position.
+    text = '{\n  hooks: { note: "' + "1" * 5_000 + '",\n    maxBodyBytes: -' + "9" * 10_000 + " } }"
+    assert kit.errors(text) == [
+        f"{tmp_path / 'hookgate.json5'}: invalid JSON5: line 3, column 19: a number of 10000 digits (integers are 64-bit)"]
+
+
 def test_readme_example_loads(kit: Kit, tmp_path: Path) -> None:
     s = kit.load(README_EXAMPLE.read_text(), README_ENV)
     assert s.gateway.auth_token == "gw-token"
@@ -165,6 +173,21 @@ def test_unknown_keys_all_reported(kit: Kit, tmp_path: Path) -> None:
         'plugins.entries.other: unknown plugin (hookgate supports only "webhooks")',
         "plugins.entries.webhooks.config.relay: unknown key",
     ]
+
+
+def test_a_key_that_would_not_read_back_is_quoted_in_its_path(kit: Kit) -> None:
+    # An empty key printed an empty path, and "a.b" printed as if it were "b" inside "a".
+    lines = kit.errors({"": 1, "a.b": 1, "hooks": {"": 1, "to ken": 1, "x\ny": 1, "ok-key_é": 1},
+                        "plugins": {"entries": {"webhooks": {"config": {"routes": {"a.b": {"sessionKey": 1}}}}}}})
+    assert lines == [
+        '[""]: unknown key',
+        '["a.b"]: unknown key',
+        'hooks[""]: unknown key',
+        'hooks["to ken"]: unknown key',
+        'hooks["x\\ny"]: unknown key',
+        "hooks.ok-key_é: unknown key",
+        'plugins.entries.webhooks.config.routes["a.b"].sessionKey: expected string, got integer',
+    ], lines
 
 
 def test_route_dispatch_keys_are_unknown(kit: Kit, tmp_path: Path) -> None:
@@ -279,7 +302,7 @@ def test_channels_schema(kit: Kit, tmp_path: Path) -> None:
                 "file": {"path": "out/deliveries.jsonl"},
                 "imessage": {"serverUrl": "http://x", "password": "pw"},
                 "console": {"enabled": False, "retry": {"maxAttempts": 2}},
-                "msteams": {"webhooks": {"ops": "https://teams/x"}},
+                "msteams": {"webhooks": {"ops": "https://teams/x", "ops.alerts": "https://teams/y"}},
             }
         },
     )
@@ -293,6 +316,7 @@ def test_channels_schema(kit: Kit, tmp_path: Path) -> None:
     assert "password" not in imsg.options
     assert s.channels[2].retry_max_attempts == 2 and s.channel("console") is None
     assert s.channels[3].secrets["webhooks.ops"].value == "https://teams/x"
+    assert s.channels[3].secrets["webhooks.ops.alerts"].value == "https://teams/y"  # a target name with a dot
     assert kit.errors({"channels": {"imessage": {"method": "sms"}}}) == [
         'channels.imessage.method: expected one of "private-api", "apple-script", got "sms"'
     ]
@@ -325,7 +349,7 @@ def test_configured_http_headers_must_be_sendable(kit: Kit) -> None:
     webhook = {"url": "http://x", "headers": {"X Team": "ops", "X-Team": "équipe", "X-Line": "a\r\nb", "X-Ok": "v\t1"}}
     runtime = {"kind": "openai", "model": "m", "headers": {"Bad:Name": "x"}}
     assert kit.errors({"channels": {"webhook": webhook}, "agents": {"list": [{"id": "main", "runtime": runtime}]}}) == [
-        "channels.webhook.headers.X Team: invalid HTTP header name",
+        'channels.webhook.headers["X Team"]: invalid HTTP header name',
         "channels.webhook.headers.X-Team: invalid HTTP header value (printable ASCII only)",
         "channels.webhook.headers.X-Line: invalid HTTP header value (printable ASCII only)",
         "agents.list[0].runtime.headers.Bad:Name: invalid HTTP header name",

@@ -36,6 +36,19 @@ def test_wake_text_trimmed_and_mode_rules() -> None:
     assert wake_mode("next-heartbeat") == "next-heartbeat"
 
 
+def test_trimming_is_javascripts() -> None:
+    # The spec's "trimmed" is String.prototype.trim: U+FEFF is whitespace, U+001F and U+0085 are not.
+    assert decode_hook_body('{"text":"x"}\ufeff'.encode()) == {"text": "x"}
+    assert decode_hook_body('\u2028 {"a":1} \u3000'.encode()) == {"a": 1}
+    for junk in ("\x1f", "\u0085"):
+        assert error_of(decode_hook_body, (junk + '{"a":1}').encode()).startswith("invalid JSON: ")
+    assert parse_wake({"text": "\ufeff Ping \u00a0"}).text == "Ping"
+    assert parse_wake({"text": "\x1f"}).text == "\x1f"
+    assert error_of(parse_wake, {"text": "\ufeff\u2029"}) == "text required"
+    assert parse_agent({"message": "\ufeffhi\ufeff", "channel": "\ufeffConsole "}, CHANNELS).message == "hi"
+    assert normalize_channel("\ufeffConsole ", CHANNELS) == "console"
+
+
 def test_agent_validation_order_message_channel_model() -> None:
     assert error_of(parse_agent, {"channel": "sms", "model": ""}, CHANNELS) == "message required"
     assert error_of(parse_agent, {"message": "hi", "channel": "sms", "model": ""}, CHANNELS) == (

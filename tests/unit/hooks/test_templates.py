@@ -51,6 +51,15 @@ def test_paths_and_indexes() -> None:
     assert segments("a[0].b[x]..c[12]") == ["a", 0, "b", "x", "c", 12]
 
 
+@pytest.mark.parametrize("digits", [19, 4_301, 5_000])
+def test_an_index_of_many_digits_is_past_the_end(digits: int) -> None:
+    """More than 4 300 digits is more than ``int()`` converts from text: such a template was a 500."""
+    p = {"items": [1, 2], "m": {"9" * digits: "kept"}}
+    assert r("x{{items[" + "9" * digits + "]}}|{{items." + "9" * digits + "}}|{{m." + "9" * digits + "}}", p) \
+        == "x||kept"
+    assert r("{{items[" + "0" * digits + "1]}}", p) == ""
+
+
 @pytest.mark.parametrize("expr", ["__proto__", "constructor.name", "items.length", "toString", "__class__",
                                   "items.__len__", "a.__class__.__name__", "keys", "items.append", "a.upper",
                                   "__dict__", "items.count"])

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from hookgate import jsonbody
 from hookgate.clock import Clock, SystemClock, new_id
 from hookgate.errors import StoreUnavailable
 from hookgate.obs.logging import LineLimiter, get_logger
@@ -81,7 +82,7 @@ _LOCK_POLL_S = 0.1
 sqlite3.register_adapter(type(None), lambda value: value)
 
 _encode_json = msgspec.json.Encoder().encode
-_decode_json = msgspec.json.Decoder(dict[str, Any]).decode
+_decode_json = jsonbody.decoder(dict[str, Any]).decode
 
 
 class _QueueView:

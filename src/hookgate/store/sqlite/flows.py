@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
+from hookgate import jsonbody
 from hookgate.errors import StoreUnavailable
 from hookgate.flows.model import Flow, Task
 from hookgate.flows.ports import StoredResponse
@@ -28,7 +29,7 @@ WAKE_DUE_MS = 1000
 FQ = parse_named_queries(resources.files("hookgate.store.sqlite").joinpath("flows.sql").read_text("utf-8"))
 
 _encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder().decode
+_decode = jsonbody.decoder().decode
 
 _FLOW_FIELDS = list(Flow.__struct_fields__)
 _TASK_FIELDS = list(Task.__struct_fields__)
@@ -465,7 +466,7 @@ class SqliteFlowTx:
             delivery_id=row[0], run_id=run_id, agent_id=row[2], channel=row[3], target=row[4], text=row[5],
             status=row[6], attempts=row[7], parts_sent=row[8], created_at=row[10], leased_by=row[13],
             run_kind=kind, run_name=name, session_key=session_key,
-            run_inputs=msgspec.json.decode(inputs) if inputs else {},
+            run_inputs=_decode(inputs) if inputs else {},
         )
 
     def delivery_part_sent(self, delivery_id: str, parts_sent: int, message_id: str | None, now_ms: int) -> None:
