@@ -211,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    _reserve_standard_fds()
     obs_logging.configure(args.log_level or "info", args.log_format)
     handler = _COMMANDS[args.command]
     # a command's output; not a server's (its console channel handles its own write errors), nor a
@@ -223,6 +224,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = handler(args)
         if guarded is not None:
             guarded.flush()  # inside the try: a full disk fails here, not in the interpreter's last flush
+        elif sys.stdout is not None:
+            try:
+                sys.stdout.flush()
+            except (OSError, ValueError):  # a server's stdout gone or full: what it held is lost, no traceback
+                _quiet_stdout()
         return status
     except _OutputFailed as exc:
         _quiet_stdout()
@@ -290,8 +296,19 @@ def _stdout_gone() -> bool:
         poller = select.poll()
         poller.register(fd, select.POLLOUT)
         return any(events & select.POLLERR for _, events in poller.poll(0))
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # AttributeError: stdout closed at the start (None)
         return False
+
+
+def _reserve_standard_fds() -> None:
+    """A process started with stdin, stdout or stderr closed (``2>&-``) gets /dev/null there, before
+    it opens anything: the lock file or a delivery file would otherwise take the free number, and a
+    write meant for the terminal (a library's warning) would land in it."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
 
 
 def _quiet_stdout() -> None:

@@ -188,9 +188,7 @@ class Service:
             await asyncio.sleep(0.005)
         if server.started and not server.should_exit:  # (a signal during the start: no ready lines)
             _settle_heap()
-            for line in ready_lines(self.settings, self.host, port):
-                print(line, file=self.out)
-            self.out.flush()
+            self._print_ready_lines(port)
             self.log.info("config.loaded", path=self.settings.config_path, config_hash=self.settings.config_hash)
             self._log_warnings(self.settings)
         await serving
@@ -202,13 +200,26 @@ class Service:
         self.log.info("shutdown.completed")
         return 0
 
+    def _print_ready_lines(self, port: int) -> None:
+        """The listening URL and endpoints on stdout (operations.md §1.1). Stdout closed (``>&-``), a
+        full disk or a reader gone is no reason not to serve: the lines are dropped, and a warning says
+        so on the log. (A reader that stops reading blocks this once, at the start.)"""
+        try:
+            if self.out is None:
+                raise OSError("stdout is closed")
+            for line in ready_lines(self.settings, self.host, port):
+                print(line, file=self.out)
+            self.out.flush()
+        except (OSError, ValueError) as exc:
+            self.log.warning("stdout.unwritable", error=obs_logging.clean_text(str(exc), 200))
+
     def _spawn(self, coro: Any) -> None:
         self._tasks.append(asyncio.create_task(coro))
 
     def _on_stop_signal(self) -> None:
         self._signals += 1
         if self._signals > 1:
-            obs_logging.flush()
+            obs_logging.flush(timeout=0.5)  # a log reader that stopped reading does not hold the exit
             os._exit(1)
         self.log.info("shutdown.started")
         self.gateway.shutting_down = True
@@ -298,7 +309,7 @@ class Service:
     async def _flush_logs(self) -> None:
         while True:
             await asyncio.sleep(LOG_FLUSH_SECONDS)
-            obs_logging.flush()
+            obs_logging.flush(timeout=0)  # hands the lines to the log's writer thread; never waits for it
 
     async def _release_when_quiet(self) -> None:
         """After a burst, once a whole ``QUIET_RELEASE_SECONDS`` passed without a request or a write:

@@ -8,8 +8,11 @@ final (not retryable): retrying a full disk or a bad path in a second does not h
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -49,7 +52,7 @@ class ConsoleAdapter:
             line = msgspec.json.encode(DeliveryLine("console", to, parts[index], envelope.run_id,
                                                     envelope.agent_id)) + b"\n"
             try:
-                _write_stdout(line)
+                await _STDOUT.write(line)
             except OSError as exc:
                 raise _os_error(self.channel, exc) from None
             await sent(index, None, None)
@@ -58,8 +61,61 @@ class ConsoleAdapter:
         return None
 
 
+class _StdoutWriter:
+    """Console lines written by a thread of their own, in order: a stdout nobody reads (``hookgate serve
+    | less`` left paused, a full pipe) blocks that thread and the console deliveries waiting on it,
+    not the event loop, and so not ingest, ``/healthz`` or the other channels. A daemon thread: one
+    blocked on a reader that never reads again does not keep the process from exiting. A delivery
+    whose wait is cancelled (a drain at shutdown) may still see its line written later."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[bytes, asyncio.AbstractEventLoop, asyncio.Future[None]]] = \
+            queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    async def write(self, data: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hookgate-console", daemon=True)
+                self._thread.start()
+        self._queue.put((data, loop, done))
+        await done
+
+    def _run(self) -> None:
+        while True:
+            data, loop, done = self._queue.get()
+            error: OSError | None = None
+            try:
+                _write_stdout(data)
+            except OSError as exc:
+                error = exc
+            except ValueError as exc:  # stdout closed by the process itself
+                error = OSError(str(exc))
+            try:
+                loop.call_soon_threadsafe(_settle, done, error)
+            except RuntimeError:  # that loop has closed
+                pass
+
+
+def _settle(done: asyncio.Future[None], error: OSError | None) -> None:
+    if done.done():  # cancelled meanwhile
+        return
+    if error is None:
+        done.set_result(None)
+    else:
+        done.set_exception(error)
+
+
+_STDOUT = _StdoutWriter()
+
+
 def _write_stdout(data: bytes) -> None:
     out = sys.stdout  # looked up each time: tests and daemons replace it
+    if out is None:  # the process started with stdout closed
+        raise OSError(errno.EBADF, "stdout is closed")
     binary = getattr(out, "buffer", None)
     if binary is None:
         out.write(data.decode("utf-8"))

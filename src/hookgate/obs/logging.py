@@ -47,37 +47,110 @@ class _Sink:
     full disk — is dropped and counted (``dropped``) and the buffer is emptied, so the request it
     belongs to still gets the answer its committed effect earned (a 500 there would invite a retry
     that duplicates the effect).
+
+    While a server runs (``set_buffered(True)``) the writes happen on a writer thread of their own, so
+    a reader that stops reading (``hookgate serve 2>&1 | less``, a paused log shipper) blocks that
+    thread, not the event loop: requests, ``/healthz`` and the stop signals go on. What waits for the
+    reader is held up to ``MAX_PENDING`` bytes; lines past that are dropped and counted, and the
+    first line written after them is a ``log.dropped`` warning with their count.
     """
 
     FLUSH_BYTES = 1 << 16  # a buffer this full is written at once, whatever the ticker does
+    MAX_PENDING = 8 << 20  # held for a reader that stopped reading; past it, lines are dropped
 
     def __init__(self) -> None:
-        self.fd = os.dup(2)
+        try:
+            self.fd = os.dup(2)
+        except OSError:  # stderr closed (`2>&-`): every line is dropped, counted
+            self.fd = -1
         self.stream: IO[bytes] | None = None  # ``configure(stream=…)``: written to instead of ``fd``
         self.autoflush = True
         self.lock = threading.Lock()
-        self.dropped = 0
+        self.dropped = 0  # lines dropped since the process started (hookgate_log_lines_dropped_total)
+        self._unreported = 0  # of those, the ones no ``log.dropped`` line has counted yet
         self._lines: list[bytes] = []
         self._size = 0
+        self._changed = threading.Condition(self.lock)  # lines to write; a batch written
+        self._writer: threading.Thread | None = None
+        self._writing = False  # the writer thread holds a batch (taken from ``_lines``, not yet written)
 
     def write(self, line: bytes, urgent: bool) -> None:
         with self.lock:
+            if self._size + len(line) > self.MAX_PENDING:  # only while the writer thread waits on a reader
+                self.dropped += 1
+                self._unreported += 1
+                return
             self._lines.append(line)
             self._size += len(line)
             if urgent or self.autoflush or self._size >= self.FLUSH_BYTES:
-                self._flush()
+                self._flush_locked()
 
-    def flush(self) -> None:
+    def flush(self, timeout: float = 2.0) -> None:
+        """Everything pending written; with the writer thread, waits at most ``timeout`` for it."""
         with self.lock:
-            self._flush()
+            self._flush_locked()
+            if self._writer is not None:
+                self._changed.wait_for(lambda: not self._lines and not self._writing, timeout)
 
-    def _flush(self) -> None:
-        if not self._lines:
+    def start_writer(self) -> None:
+        with self.lock:
+            if self._writer is None:
+                # a daemon: one blocked on a reader that never reads again does not keep the process
+                self._writer = threading.Thread(target=self._run, name="hookgate-log", daemon=True)
+                self._writer.start()
+
+    def stop_writer(self, timeout: float = 2.0) -> None:
+        """Back to writing on the caller's thread, once the writer has written what it holds; a writer
+        still blocked after ``timeout`` keeps the lines (they are lost if the process then exits)."""
+        self.flush(timeout)
+        with self.lock:
+            if self._writer is not None and not self._lines and not self._writing:
+                writer, self._writer = self._writer, None
+                self._changed.notify_all()
+            else:
+                writer = None
+        if writer is not None:
+            writer.join(timeout)
+
+    def _flush_locked(self) -> None:
+        if self._writer is not None:
+            self._changed.notify_all()
             return
+        data, count, reported = self._take_locked()
+        if count:
+            self._write(data, count, reported)
+
+    def _take_locked(self) -> tuple[bytes, int, int]:
+        """The pending lines as one write, their count, and the dropped lines a ``log.dropped`` line
+        put first reports (put back with the batch's own if the write fails)."""
+        if not self._lines:
+            return b"", 0, 0
+        count, reported = len(self._lines), self._unreported
+        if reported:
+            self._lines.insert(0, _dropped_line(reported))
+            self._unreported = 0
         data = b"".join(self._lines)
-        count = len(self._lines)
         self._lines.clear()
         self._size = 0
+        return data, count, reported
+
+    def _run(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self.lock:
+                self._changed.wait_for(lambda: self._lines or self._writer is not me)
+                if self._writer is not me and not self._lines:
+                    return
+                data, count, reported = self._take_locked()
+                self._writing = True
+            try:
+                self._write(data, count, reported)
+            finally:
+                with self.lock:
+                    self._writing = False
+                    self._changed.notify_all()
+
+    def _write(self, data: bytes, count: int, reported: int) -> None:
         try:
             if self.stream is not None:
                 self.stream.write(data)
@@ -87,7 +160,25 @@ class _Sink:
             while view:
                 view = view[os.write(self.fd, view):]
         except (OSError, ValueError):
-            self.dropped += count
+            with self.lock if self._writer is threading.current_thread() else _NO_LOCK:
+                self.dropped += count
+                self._unreported += count + reported
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
+
+
+def _dropped_line(count: int) -> bytes:
+    fields = {"ts": _now_iso(), "level": "warning", "event": "log.dropped", "instance": INSTANCE_ID, "count": count}
+    return _console(None, "", fields) if _state["console"] else _encode(fields) + b"\n"
 
 
 _sink = _Sink()
@@ -194,7 +285,7 @@ def info_line(event: str, fields: dict[str, Any]) -> None:
 def configure(level: str = "info", fmt: str | None = None, stream: IO[bytes] | None = None) -> None:
     """Configure structlog once per process. ``fmt`` None: console on a terminal, else JSON."""
     if fmt is None:
-        fmt = "console" if sys.stderr.isatty() else "json"
+        fmt = "console" if sys.stderr is not None and sys.stderr.isatty() else "json"  # None: started with 2>&-
     _state["level"] = _LEVELS.get(level, 20)
     _state["console"] = fmt == "console"
     if stream is not None:
@@ -215,14 +306,23 @@ def configure(level: str = "info", fmt: str | None = None, stream: IO[bytes] | N
 
 
 def set_buffered(buffered: bool) -> None:
-    """While a server runs, lines are flushed by its ticker rather than one write per line."""
+    """While a server runs, lines are flushed by its ticker rather than one write per line, and
+    written by a thread of their own (``_Sink``)."""
     _sink.autoflush = not buffered
-    if not buffered:
-        _sink.flush()
+    if buffered:
+        _sink.start_writer()
+    else:
+        _sink.stop_writer()
 
 
-def flush() -> None:
-    _sink.flush()
+def flush(timeout: float = 2.0) -> None:
+    """Pending lines written (with the server's writer thread: waiting for it at most ``timeout``)."""
+    _sink.flush(timeout)
+
+
+def dropped_lines() -> int:
+    """Log lines dropped since the process started: unwritable, or past what a stalled reader holds."""
+    return _sink.dropped
 
 
 def get_logger(**context: Any) -> Any:

@@ -15,6 +15,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
 
 from hookgate import __version__
+from hookgate.obs import logging as obs_logging
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -88,6 +89,15 @@ class LoopHistogram:
         yield family
 
 
+class _LogLinesDropped:
+    """``hookgate_log_lines_dropped_total``: log lines the process could not write (stderr closed or
+    full, its reader gone) or that waited past what a reader who stopped reading is held."""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily("hookgate_log_lines_dropped", "Log lines dropped, unwritten",
+                                  value=obs_logging.dropped_lines())
+
+
 class Metrics:
     """Every hookgate metric. One instance per process, created by the server."""
 
@@ -97,6 +107,7 @@ class Metrics:
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         GCCollector(registry=r)
+        r.register(_LogLinesDropped())
         self.requests = LoopCounter(
             "hookgate_requests_total", "Responses by HTTP status", ["surface", "route", "status"], registry=r
         )

@@ -46,3 +46,43 @@ def test_a_broken_pipe_drops_lines_instead_of_raising() -> None:
     sink.fd = os.open(os.devnull, os.O_WRONLY)  # a reader again: lines flow
     sink.write(b"{}\n", True)
     assert sink.dropped == 5001
+
+
+def test_with_the_writer_thread_a_stalled_reader_blocks_no_caller_and_drops_are_reported() -> None:
+    import threading
+
+    sink, read = sink_on_pipe()
+    sink.MAX_PENDING = 64 * 1024  # what a stalled reader holds, small for the test
+    sink.autoflush = False
+    sink.start_writer()
+    line = b'{"event":"http.request","pad":"' + b"x" * 200 + b'"}\n'
+    done = threading.Event()
+
+    def caller() -> None:  # a request's access lines and warnings, with nobody reading the pipe
+        for _ in range(2000):
+            sink.write(line, False)
+        sink.write(b'{"event":"hook.auth_failed"}\n', True)
+        sink.flush(timeout=0.2)  # waits a bounded time, not for the reader
+        done.set()
+
+    threading.Thread(target=caller, daemon=True).start()
+    assert done.wait(30), "a caller blocked on the stalled reader"
+    assert sink.dropped > 0
+    dropped = sink.dropped
+    got = b""
+    os.set_blocking(read, False)
+    sink.write(b'{"event":"after"}\n', True)
+    for _ in range(500):  # the reader is back: what was held, then the report, then the new line
+        try:
+            got += os.read(read, 1 << 20)
+        except BlockingIOError:
+            if got.endswith(b'{"event":"after"}\n'):
+                break
+            threading.Event().wait(0.01)
+    events = [json.loads(x) for x in got.splitlines()]
+    report = [e for e in events if e["event"] == "log.dropped"]
+    assert len(report) == 1 and report[0]["count"] == dropped and report[0]["level"] == "warning"
+    assert events[-1]["event"] == "after"
+    assert sum(1 for e in events if e["event"] in ("http.request", "hook.auth_failed")) + dropped == 2001
+    sink.stop_writer()
+    os.close(read)
