@@ -219,6 +219,12 @@ class Service:
     def _on_stop_signal(self) -> None:
         self._signals += 1
         if self._signals > 1:
+            # the commands of runs in flight die with the process: left running, each would run again
+            # beside itself once the restarted gateway takes its run up (operations.md §1.1: "as after
+            # a crash" is what the leases see, not a second copy of the work)
+            command = sys.modules.get("hookgate.agents.command")
+            if command is not None:
+                command.kill_running_commands()
             obs_logging.flush(timeout=0.5)  # a log reader that stopped reading does not hold the exit
             os._exit(1)
         self.log.info("shutdown.started")

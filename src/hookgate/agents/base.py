@@ -61,9 +61,10 @@ class AgentRuntimeError(HookgateError):
 
     code = "agent_runtime_error"
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, signal: int | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.signal = signal  # a command killed by a signal: which (its exit code is minus that)
 
 
 class AgentRuntime(Protocol):

@@ -90,11 +90,14 @@ async def _discard(stream: asyncio.StreamReader | None) -> None:
             pass
 
 
-async def stop_process(proc: asyncio.subprocess.Process, grace: float = COMMAND_KILL_GRACE_SECONDS) -> None:
+async def stop_process(proc: asyncio.subprocess.Process, grace: float = COMMAND_KILL_GRACE_SECONDS,
+                       straggler_wait: float = COMMAND_EXIT_DRAIN_SECONDS) -> None:
     """SIGTERM the process group, SIGKILL it after ``grace`` seconds, and reap the process.
 
     Unread stdout is drained meanwhile: asyncio reaps a process only once its pipes are closed, and
-    a full, paused pipe would never see its end.
+    a full, paused pipe would never see its end. A process that left the group (``setsid``) and still
+    holds stdout is out of the signals' reach: after ``straggler_wait`` our end of the pipe is closed
+    (the run waited for it, past its timeout, and held a run slot until that process ended).
     """
     if proc.stdin is not None:
         proc.stdin.close()
@@ -110,9 +113,32 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float = COMMAND_
         _signal_group(proc, signal.SIGKILL)
         try:
             await proc.wait()
-            await drain
+            await asyncio.wait({drain}, timeout=straggler_wait)
         finally:
             drain.cancel()
+            _close_stdout(proc)
+            _LIVE_GROUPS.discard(proc.pid)
+
+
+def _close_stdout(proc: asyncio.subprocess.Process) -> None:
+    """Our end of the command's stdout closed: a process that escaped its group may still hold the
+    other end, and the descriptor stayed open (one per such run) until that process ended."""
+    transport = getattr(proc, "_transport", None)
+    pipe = transport.get_pipe_transport(1) if transport is not None else None
+    if pipe is not None:
+        pipe.close()
+
+
+# The process groups of the commands running now (their leaders' pids): a second stop signal exits at
+# once, and kills them first: left running, a run's command would run again beside itself after the
+# restart.
+_LIVE_GROUPS: set[int] = set()
+
+
+def kill_running_commands() -> None:
+    for pgid in list(_LIVE_GROUPS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 async def _feed(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
@@ -196,18 +222,23 @@ class CommandRuntime:
             raise AgentRuntimeError(f"command could not start: {exc.strerror or exc}") from None
         except asyncio.CancelledError:
             with contextlib.suppress(OSError):
-                await stop_process(await spawn, grace=self.kill_grace)
+                await stop_process(await spawn, grace=self.kill_grace, straggler_wait=self.exit_drain_seconds)
             raise
+        _LIVE_GROUPS.add(proc.pid)
         try:
             stdout = await self._communicate(proc, self.stdin_bytes(request))
         except _OutputTooLarge:
-            await stop_process(proc, grace=0)
+            await stop_process(proc, grace=0, straggler_wait=self.exit_drain_seconds)
             raise AgentRuntimeError(f"command output exceeded {self.output_limit} bytes") from None
         except BaseException:
-            await stop_process(proc, grace=self.kill_grace)
+            await stop_process(proc, grace=self.kill_grace, straggler_wait=self.exit_drain_seconds)
             raise
+        finally:
+            _LIVE_GROUPS.discard(proc.pid)
         if proc.returncode != 0:
-            raise AgentRuntimeError(f"command exited with code {proc.returncode}")
+            code = proc.returncode
+            raise AgentRuntimeError(f"command exited with code {code}",
+                                    signal=-code if code is not None and code < 0 else None)
         return parse_reply(stdout, self.input_mode)
 
     async def _communicate(self, proc: asyncio.subprocess.Process, data: bytes) -> bytes:
@@ -231,6 +262,7 @@ class CommandRuntime:
                     reader.cancel()
                     _signal_group(proc, signal.SIGKILL)  # the stragglers: their pipe ends close
                     await asyncio.gather(reader, return_exceptions=True)
+                    _close_stdout(proc)  # and ours, for one that left the group (``setsid``)
                     break
             if not reader.cancelled():
                 reader.result()  # _OutputTooLarge, or the reader's own failure

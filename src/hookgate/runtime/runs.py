@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,15 @@ class RunContext:
     instance: str
     runtime_for: Callable[[AgentSettings], AgentRuntime]
     log: Any
+    # whether the gateway is stopping, waiting at most the given seconds for a stop signal
+    stop_signalled: Callable[[float], Awaitable[bool]] | None = None
+
+
+# A command killed by one of these while the gateway itself stops was stopped with it: a service
+# manager signals the whole control group at once (systemd's default KillMode), and the command
+# often dies before the drain would have aborted it.
+_STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL})
+STOP_SIGNAL_WAIT_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,12 @@ async def call_agent(
     except TimeoutError:
         return CallResult("timed_out", error=f"run timed out after {timeout_s}s", prompt=prompt)
     except AgentRuntimeError as exc:
+        if exc.signal in _STOP_SIGNALS and ctx.stop_signalled is not None \
+                and await ctx.stop_signalled(STOP_SIGNAL_WAIT_S):
+            # given back as at a drain's end, its attempt not consumed: it runs again after the restart
+            ctx.log.info("run.released", run_id=run_id, agent_id=agent.id, reason="command_stopped_with_gateway",
+                         signal=exc.signal)
+            raise asyncio.CancelledError from None
         return CallResult("error", error=exc.message, prompt=prompt)
     return CallResult("ok", reply=reply.strip(), prompt=prompt, model=used)
 

@@ -345,7 +345,14 @@ class Worker:
 
     def context(self) -> RunContext:
         return RunContext(settings=self.settings(), store=self.store, clock=self.clock, metrics=self.metrics,
-                          instance=self.instance, runtime_for=self.runtime_for, log=self.log)
+                          instance=self.instance, runtime_for=self.runtime_for, log=self.log,
+                          stop_signalled=self.stop_signalled)
+
+    async def stop_signalled(self, within: float) -> bool:
+        """Whether the gateway is stopping (``drain`` began), waiting at most ``within`` seconds for it."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopped.wait(), within)
+        return self._stopping
 
     async def _with_lease(self, renew: Callable[[int], Awaitable[bool]], work: Awaitable[None]) -> None:
         """Run ``work`` while renewing its lease every third of the lease time.

@@ -350,3 +350,36 @@ def test_preflight(tmp_path: Path) -> None:
     assert preflight(AgentSettings(id="ops", runtime={"kind": "command", "command": [str(plain)]})) == (
         f"runtime command not executable: {plain}"
     )
+
+
+async def test_a_process_that_left_the_group_does_not_hold_a_cancelled_run(tmp_path: Path) -> None:
+    """`setsid sleep 45 &` keeps stdout but is out of the group's signals: a run past its timeout
+    waited for it (45 s, holding a run slot; forever for one that never ends). Now our end of the
+    pipe is closed a second after the group is gone."""
+    pid_file = tmp_path / "escaped.pid"
+    argv = shell_script(tmp_path, f"setsid sh -c 'echo $$ > {pid_file}; exec sleep 45' &\nexec sleep 3600\n")
+    rt = runtime(argv)
+    task = asyncio.create_task(rt.complete(request()))
+    await _wait_for(pid_file)
+    escaped = int(pid_file.read_text())
+    fds_before = len(os.listdir("/proc/self/fd"))
+    start = time.monotonic()
+    task.cancel()
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 15)
+        assert time.monotonic() - start < rt.kill_grace + rt.exit_drain_seconds + 3
+        assert len(os.listdir("/proc/self/fd")) < fds_before  # the pipe's end is ours no longer
+    finally:
+        os.kill(escaped, 9)
+
+
+async def test_a_command_killed_by_a_signal_says_which(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    argv = python_script(tmp_path, f"open({str(marks)!r}, 'w').write(f'pid {{os.getpid()}}\\n')\ntime.sleep(30)\n")
+    task = asyncio.create_task(runtime(argv).complete(request()))
+    await _wait_for(marks)
+    os.kill(int(marks.read_text().split()[1]), 15)
+    with pytest.raises(AgentRuntimeError) as info:
+        await task
+    assert (info.value.message, info.value.signal) == ("command exited with code -15", 15)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import signal
 import socket
 import threading
@@ -343,3 +344,64 @@ def test_an_interval_of_centuries_serves_and_wakes_still_run_turns(gateway_facto
     with db(gw) as conn:
         due = conn.execute("SELECT due_at FROM heartbeat_schedule WHERE agent_id = 'main'").fetchone()[0]
     assert due > time.time() * 1000 + 99 * 365 * 86_400_000  # a century out, not a turn soon
+
+
+def _command_agent(tmp_path: Path, body: str) -> dict[str, Any]:
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return config(agents={"defaults": {"runtime": {"kind": "command", "command": [str(script)]}},
+                          "list": [{"id": "main", "default": True}]})
+
+
+def test_a_command_stopped_with_the_gateway_is_given_back_not_failed(gateway_factory: GatewayFactory,
+                                                                     tmp_path: Path) -> None:
+    """systemd's default KillMode=control-group sends SIGTERM to the gateway and its commands at once:
+    the command died first and its run ended `error` ("command exited with code -15"), its attempt
+    spent, never run again. Now it is given back as at a drain's end: queued, attempt 1."""
+    pid_file = tmp_path / "cmd.pid"
+    gw = gateway_factory(_command_agent(tmp_path, f"echo $$ > {pid_file}\ncat > /dev/null\nexec sleep 30\n"))
+    run_id = post_agent(gw, message="slow", deliver=False)
+    wait_for(lambda: run_row(gw, run_id).get("status") == "running" and pid_file.exists())
+    pgid = int(pid_file.read_text())
+    assert gw.proc is not None
+    gw.proc.send_signal(signal.SIGTERM)
+    os.killpg(pgid, signal.SIGTERM)
+    assert gw.stop(signal.SIGTERM, timeout=20) == 0
+    row = run_row(gw, run_id)
+    assert (row["status"], row["attempt"], row["error"]) == ("queued", 1, None), row
+    assert [e["reason"] for e in gw.log_events() if e["event"] == "run.released"] == ["command_stopped_with_gateway"]
+
+
+def test_a_command_killed_while_the_gateway_runs_is_an_error(gateway_factory: GatewayFactory,
+                                                              tmp_path: Path) -> None:
+    pid_file = tmp_path / "cmd.pid"
+    gw = gateway_factory(_command_agent(tmp_path, f"echo $$ > {pid_file}\ncat > /dev/null\nexec sleep 30\n"))
+    run_id = post_agent(gw, message="slow", deliver=False)
+    wait_for(lambda: run_row(gw, run_id).get("status") == "running" and pid_file.exists())
+    os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+    row = wait_for(lambda: (r := run_row(gw, run_id)) and r["status"] != "running" and r)
+    assert (row["status"], row["error"]) == ("error", "command exited with code -15"), row
+
+
+def test_a_second_stop_signal_kills_the_running_commands(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
+    """The second signal exits at once (operations.md §1.1); the commands of runs in flight went on
+    running, and after the restart the same run executed a second time beside the first."""
+    pid_file = tmp_path / "cmd.pid"
+    gw = gateway_factory(_command_agent(tmp_path, f"echo $$ > {pid_file}\ncat > /dev/null\n"
+                                                   "trap '' TERM\nsleep 30 & wait $!; sleep 30\n"))
+    run_id = post_agent(gw, message="slow", deliver=False)
+    wait_for(lambda: run_row(gw, run_id).get("status") == "running" and pid_file.exists())
+    pgid = int(pid_file.read_text())
+    assert gw.proc is not None
+    gw.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert gw.stop(signal.SIGTERM, timeout=10) == 1
+
+    def group_gone() -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    assert wait_for(group_gone, timeout=5), "the command's process group outlived the gateway"
