@@ -28,6 +28,7 @@ from hookgate.obs import logging as obs_logging
 from hookgate.obs.metrics import Metrics
 from hookgate.runtime.worker import Worker
 from hookgate.store import open_store
+from hookgate.threads import run_on_daemon_thread
 
 LOG_FLUSH_SECONDS = 0.1
 # The store's commit thread needs the GIL back when its COMMIT returns, to hand the group back to
@@ -124,6 +125,7 @@ class Service:
         self.port = settings.gateway.port if port is None else port
         self._flags = (bind, port)  # --bind/--port win over the file, at start and at every reload
         self._reload_lock = asyncio.Lock()
+        self._reload_queued = False  # a reload waits for the running one: later signals join it
         self.out = out
         self.clock = clock or SystemClock()
         self.metrics = Metrics()
@@ -147,6 +149,7 @@ class Service:
         try:
             return await self._serve(store)
         finally:
+            _kill_running_providers()  # of a reload the stop abandoned
             await store.close()
             obs_logging.set_buffered(False)
 
@@ -225,6 +228,7 @@ class Service:
             command = sys.modules.get("hookgate.agents.command")
             if command is not None:
                 command.kill_running_commands()
+            _kill_running_providers()
             obs_logging.flush(timeout=0.5)  # a log reader that stopped reading does not hold the exit
             os._exit(1)
         self.log.info("shutdown.started")
@@ -250,8 +254,14 @@ class Service:
         """Re-read the config; an invalid one is logged and the old one stays active (README §4).
 
         One reload at a time: a slow one (an exec SecretRef) that finished after a later signal's
-        would otherwise swap in the older file. A signal during a reload reads the file after it."""
+        would otherwise swap in the older file. A signal during a reload reads the file after it; the
+        signals that come while one waits are that one (a storm of 20 SIGHUPs ran 20 reloads, each
+        asking every exec secret provider again)."""
+        if self._reload_queued:
+            return  # one queued already: it starts after the running one, and reads the file after this signal
+        self._reload_queued = True
         async with self._reload_lock:
+            self._reload_queued = False
             await self._reload(trigger)
 
     async def _reload(self, trigger: str) -> None:
@@ -259,7 +269,9 @@ class Service:
             # before the read: an edit during it is seen by the watch as a change (one more reload)
             self._read_stamp = file_stamp(self.settings.config_path)
         try:
-            new = await asyncio.to_thread(self.reload_settings)
+            # a daemon thread of its own: a provider that hangs neither holds a thread of the loop's shared
+            # executor nor keeps the process alive after a stop (it exited when the provider returned)
+            new = await run_on_daemon_thread(self.reload_settings, name="hookgate-reload")
         except Exception as exc:  # noqa: BLE001 - a defect too is logged, and the old config stays
             lines = (exc.lines if isinstance(exc, ConfigError)
                      else [f"internal error while loading the config: {type(exc).__name__}"])
@@ -295,6 +307,7 @@ class Service:
                            errors=[f"internal error while applying the config: {type(exc).__name__}"])
             return
         self.settings = new
+        self.gateway.hooks.transforms.forget_failures()
         self.metrics.config_reloads.labels("ok").inc()
         self.log.info("config.loaded", trigger=trigger, config_hash=new.config_hash)
         self._log_warnings(new)
@@ -390,6 +403,12 @@ def file_stamp(path: str) -> FileStamp | None:
     except OSError:
         return None
     return (st.st_mtime, st.st_size, st.st_ino)
+
+
+def _kill_running_providers() -> None:
+    secrets = sys.modules.get("hookgate.config.secrets")
+    if secrets is not None:
+        secrets.kill_running_providers()
 
 
 def _settle_heap() -> None:

@@ -8,6 +8,8 @@ never put into an exception or an error text.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import re
@@ -17,7 +19,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,6 +209,44 @@ def _command_problem(cfg: Mapping[str, Any], command: str) -> str | None:
 
 _REAP_WAIT_S = 1.0
 
+# The process groups of the exec providers running now: a server that stops while a reload waits on
+# one kills them (the reload is abandoned; the provider would run on, orphaned, up to its timeout).
+_RUNNING_PROVIDERS: set[int] = set()
+
+
+def kill_running_providers() -> None:
+    for pgid in list(_RUNNING_PROVIDERS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _in_daemon_threads(jobs: Mapping[Any, Any], workers: int) -> dict[Any, Any]:
+    """``{key: job()}``, at most ``workers`` at a time, each on a daemon thread: a reload abandoned at
+    a stop does not keep the process alive until its providers answer (a ``ThreadPoolExecutor``'s
+    threads are joined at exit: 14.5 s after ``shutdown.completed`` for a 15 s provider)."""
+    slots = threading.Semaphore(max(1, workers))
+    outcomes: dict[Any, tuple[bool, Any]] = {}
+
+    def run(key: Any, job: Any) -> None:
+        with slots:
+            try:
+                outcomes[key] = (True, job())
+            except BaseException as exc:  # noqa: BLE001 - raised again below, in the caller's thread
+                outcomes[key] = (False, exc)
+
+    threads = [threading.Thread(target=run, args=item, name="hookgate-secrets", daemon=True) for item in jobs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results = {}
+    for key in jobs:
+        ok, value = outcomes[key]
+        if not ok:
+            raise value
+        results[key] = value
+    return results
+
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the provider's process group: the provider and whatever it started (a wrapper's
@@ -238,6 +277,7 @@ def _run_exec(
         start_new_session=True,  # its own process group: a timeout or the cap kills what it started too
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    _RUNNING_PROVIDERS.add(proc.pid)
     start = last_output = time.monotonic()
     stdout = bytearray()
     total = 0
@@ -287,6 +327,7 @@ def _run_exec(
         _kill_group(proc)
         raise
     finally:
+        _RUNNING_PROVIDERS.discard(proc.pid)
         sel.close()
         if proc.poll() is None:  # only a failure leaves the loop with the provider running
             try:
@@ -444,12 +485,9 @@ def resolve_secret_inputs(
     workers = int(secrets_cfg.get("resolution", {}).get("maxProviderConcurrency", 4))
     outcomes: dict[tuple[str, str], dict[str, Outcome]] = {}
     if batches:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = {
-                key: pool.submit(_provider_batch, key[0], key[1], ids, secrets_cfg, environ)
-                for key, ids in batches.items()
-            }
-            outcomes = {key: fut.result() for key, fut in futures.items()}
+        outcomes = _in_daemon_threads(
+            {key: functools.partial(_provider_batch, key[0], key[1], ids, secrets_cfg, environ)
+             for key, ids in batches.items()}, workers)
     for key_path, ref in refs.items():
         value, error = outcomes[(ref.source, ref.provider)][ref.id]
         result[key_path] = SecretSource(key_path, ref.label, value, error)

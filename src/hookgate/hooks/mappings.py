@@ -219,6 +219,15 @@ def merge(base: Draft, o: Mapping[Any, Any]) -> Draft:
     return out
 
 
+def _check_sizes(draft: Draft, limit: int) -> None:
+    """A transform's strings are bounded as a request's body is (``hooks.maxBodyBytes``, in
+    characters): one returning 100 MB held the event loop 14 s and wrote 400 MB to the store."""
+    for key, value in draft.items():
+        if isinstance(value, str) and len(value) > limit:
+            raise TransformFailed("TransformResultError", f"transform returned a {key} longer than "
+                                                          f"hooks.maxBodyBytes ({limit} characters)", ours=True)
+
+
 def finalize(draft: Draft, enabled_channels: tuple[str, ...]) -> WakeAction | AgentAction:
     """Validate and normalise the merged action (§6.4, then §5.1 rules). Raises ``RequestError``."""
     if draft["kind"] == "wake":
@@ -295,7 +304,13 @@ async def resolve(
         if isinstance(result, Skip):
             return Resolved(mapping, None)
         if isinstance(result, dict):
-            draft = merge(draft, result)
+            try:
+                draft = merge(draft, result)
+            except TransformFailed:
+                raise
+            except Exception as exc:  # a dict (subclass) of the transform's that raises when read
+                raise TransformFailed(type(exc).__name__, str(exc)) from exc
+            _check_sizes(draft, settings.hooks.max_body_bytes)
         elif result is not None:
             raise TransformFailed("TransformResultError", f"transform returned {type(result).__name__}", ours=True)
     action = finalize(draft, settings.enabled_channel_ids())

@@ -24,6 +24,7 @@ from typing import Any
 
 from hookgate.config.paths import ContainmentError, check_contained
 from hookgate.config.settings import MappingSettings
+from hookgate.threads import run_on_daemon_thread
 
 NO_FUNCTION = "hook transform module must export a function"
 _counter = itertools.count(1)
@@ -66,12 +67,34 @@ def _find_function(module: Any, export: str | None) -> Callable[..., Any]:
     raise TransformFailed("TransformExportError", NO_FUNCTION, ours=True)
 
 
+IMPORT_WAIT_MAX = 30.0  # how much longer than the call's timeout a request waits for its module's import
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    signature: tuple[int, int, int]
+    kind: str
+    detail: str
+    ours: bool
+
+
 class TransformLoader:
-    """One per process (the gateway's, or the CLI's). Thread-safe: loading runs in worker threads."""
+    """One per process (the gateway's, or the CLI's). Thread-safe: loading runs in worker threads.
+
+    Each module imports under a lock of its own: a module whose top level is slow (or never ends)
+    holds up the requests of its mapping, not another module's first import. A module that failed to
+    import (it raised, exports no function) fails again, without running again, until its file changes."""
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, str | None], _Loaded] = {}
-        self._lock = threading.Lock()
+        self._failed: dict[tuple[str, str | None], _Failure] = {}
+        self._lock = threading.Lock()  # the dicts' own; held briefly, never across an import
+        self._key_locks: dict[tuple[str, str | None], threading.Lock] = {}
+
+    def forget_failures(self) -> None:
+        """A reload tries failed modules again (what they import may have been installed since)."""
+        with self._lock:
+            self._failed.clear()
 
     def fresh(self, mapping: MappingSettings) -> Callable[..., Any] | None:
         """The loaded function when its file is unchanged since the import, else ``None``."""
@@ -103,7 +126,17 @@ class TransformLoader:
         """
         loaded = self._fresh(mapping)
         if loaded is None:
-            loaded = await asyncio.to_thread(self._load, mapping, transforms_dir, root)
+            # On a daemon thread of its own, not the loop's shared executor: an import that never ends
+            # held a thread that /metrics, reloads and file deliveries waited for, and the exit too.
+            # The request waits at most IMPORT_WAIT_MAX more than its timeout; the import goes on, and
+            # serves the next request when it ends.
+            importing = run_on_daemon_thread(self._load, mapping, transforms_dir, root, name="hookgate-import")
+            try:
+                loaded = await asyncio.wait_for(asyncio.shield(importing), timeout + IMPORT_WAIT_MAX)
+            except TimeoutError:
+                importing.add_done_callback(_retrieve)
+                raise TransformFailed("TimeoutError", f"transform module import took longer than "
+                                                      f"{timeout + IMPORT_WAIT_MAX:g}s", ours=True) from None
         return await call_transform(loaded.fn, ctx, timeout, is_async=loaded.is_async)
 
     def load(self, mapping: MappingSettings, transforms_dir: str, root: str | None = None) -> Callable[..., Any]:
@@ -115,6 +148,8 @@ class TransformLoader:
         path = mapping.transform_module or ""
         key = (path, mapping.transform_export)
         with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
             try:
                 signature = _signature(path)
             except (OSError, ValueError) as exc:  # ValueError: a NUL in the path, which no file has
@@ -131,10 +166,23 @@ class TransformLoader:
                 raise TransformFailed("ContainmentError", exc.message, ours=True) from exc
             if resolved != path:
                 raise TransformFailed("ContainmentError", f"hook transform module moved: {raw}", ours=True)
-            module = _import(path)
-            fn = _find_function(module, mapping.transform_export)
+            failed = self._failed.get(key)
+            if failed is not None and failed.signature == signature:
+                raise TransformFailed(failed.kind, failed.detail, ours=failed.ours)
+            try:
+                module = _import(path)
+                fn = _find_function(module, mapping.transform_export)
+            except TransformFailed as exc:
+                self._failed[key] = _Failure(signature, exc.kind, exc.detail, exc.ours)
+                raise
+            self._failed.pop(key, None)
             loaded = self._cache[key] = _Loaded(signature, fn, inspect.iscoroutinefunction(fn))
             return loaded
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # an abandoned import's failure: not "never retrieved"
 
 
 def _import(path: str) -> Any:

@@ -4,7 +4,9 @@ waits for the writer, overlapping reloads, a wake committed after a heartbeat tu
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import sqlite3
 import threading
@@ -223,3 +225,55 @@ def test_a_task_cancelled_while_its_run_ends_ends_the_run_cancelled(gateway_fact
         transcript = conn.execute("SELECT count(*) FROM transcript_messages WHERE run_id = ?",
                                   (run["run_id"],)).fetchone()[0]
     assert (run["status"], run["reply"], run["error"], transcript) == ("cancelled", None, "Cancelled by operator.", 0)
+
+
+def _counting_provider(tmp_path: Any, seconds: float, answer: bool = True) -> Any:
+    """An exec secret provider that notes each call (its pid) in ``calls`` and answers after
+    ``seconds`` (or never: it becomes that sleep)."""
+    calls = tmp_path / "calls"
+    script = tmp_path / "counting-secret.sh"
+    reply = 'printf \'{"protocolVersion":1,"values":{"hooks":"hook-secret"}}\'\n' if answer else ""
+    script.write_text(f'#!/bin/sh\n/bin/cat >/dev/null\necho $$ >> {calls}\n'
+                      f'{"" if answer else "exec "}/bin/sleep {seconds}\n{reply}')
+    script.chmod(0o700)
+    cfg = config()
+    cfg["secrets"] = {"providers": {"counted": {"source": "exec", "command": str(script), "timeoutMs": 120_000}}}
+    cfg["hooks"]["token"] = {"source": "exec", "provider": "counted", "id": "hooks"}
+    return cfg, calls
+
+
+def test_a_storm_of_reload_signals_is_one_reload_after_the_running_one(gateway_factory: GatewayFactory,
+                                                                      tmp_path: Any) -> None:
+    """20 SIGHUPs in 0.2 s ran 20 reloads, each asking every exec secret provider again (10 s of a
+    0.5 s provider). The signals that come while a reload runs wait for one more, which reads the file
+    after all of them."""
+    cfg, calls = _counting_provider(tmp_path, 0.5)
+    gw = gateway_factory(cfg)
+    started = len(calls.read_text().splitlines())  # the start's own resolution
+    for _ in range(20):
+        gw.signal(signal.SIGHUP)
+        time.sleep(0.01)
+    wait_for(lambda: sum(e.get("event") == "config.loaded" and "trigger" in e for e in gw.flushed_log_events()) >= 2,
+             timeout=20)
+    time.sleep(1.5)  # time for a third, if one were coming
+    reloads = [e for e in gw.flushed_log_events() if e.get("event") == "config.loaded" and "trigger" in e]
+    assert len(reloads) == 2 and len(calls.read_text().splitlines()) - started == 2, reloads
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "x"}, headers=AUTH).status_code == 200
+
+
+def test_a_stop_during_a_slow_reload_does_not_wait_for_it(gateway_factory: GatewayFactory, tmp_path: Any) -> None:
+    """SIGTERM while a reload waits on an exec provider: shutdown.completed came at once, but the
+    process exited only when the provider answered (14.5 s for a 15 s provider)."""
+    gw = gateway_factory(config())
+    cfg, calls = _counting_provider(tmp_path, 60, answer=False)
+    gw.config_path.write_text(json.dumps(cfg))
+    gw.signal(signal.SIGHUP)
+    wait_for(lambda: calls.exists() and calls.read_text().endswith("\n"))
+    assert gw.proc is not None
+    try:
+        gw.proc.send_signal(signal.SIGTERM)
+        assert gw.proc.wait(timeout=10) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the provider's runner may have ended it
+            os.kill(int(calls.read_text().split()[0]), signal.SIGKILL)

@@ -1,0 +1,126 @@
+"""A transform with a bug stays its own mapping's problem (docs/mappings.md): a slow or failing module
+import, a result that raises when read, a result of any size — on a real server."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway import AUTH, GatewayFactory, hooks_config, wait_for
+
+SLOW_IMPORT = """
+import time
+time.sleep(6)
+
+def transform(ctx):
+    return {"text": "slow ready"}
+"""
+
+QUICK = """
+def transform(ctx):
+    return {"text": "quick"}
+"""
+
+FAILING = """
+with open({marks!r}, "a") as f:
+    f.write("imported\\n")
+raise RuntimeError("broken at import")
+"""
+
+RAISING_DICT = """
+class Nasty(dict):
+    def get(self, key, default=None):
+        raise RuntimeError("payload text")
+
+def transform(ctx):
+    return Nasty(text="x")
+"""
+
+HUGE = """
+def transform(ctx):
+    return {"message": "y" * ctx.payload["n"]}
+"""
+
+
+def _config(tmp_path: Path, modules: dict[str, str], action: str = "wake") -> dict[str, Any]:
+    d = tmp_path / "hooks" / "transforms"
+    d.mkdir(parents=True, exist_ok=True)
+    for name, text in modules.items():
+        (d / f"{name}.py").write_text(text)
+    mappings = [{"id": name, "match": {"path": name}, "action": action, "textTemplate": "base",
+                 "messageTemplate": "base", "transform": {"module": f"{name}.py"}} for name in modules]
+    return hooks_config(mappings=mappings)
+
+
+def test_a_slow_module_import_does_not_hold_another_modules_import(gateway_factory: GatewayFactory,
+                                                                    tmp_path: Path) -> None:
+    """One lock for every import made the first request of any other mapping, and /metrics (which
+    shared the loop's executor), wait for a module whose top level took 20 s."""
+    gw = gateway_factory(_config(tmp_path, {"slow": SLOW_IMPORT, "quick": QUICK}))
+    def post_slow() -> int:
+        with gw.client() as own:
+            return own.post("/hooks/slow", json={}, headers=AUTH).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool, gw.client() as c:
+        slow = pool.submit(post_slow)
+        time.sleep(0.5)  # the slow import has begun
+        assert c.post("/hooks/quick", json={}, headers=AUTH).status_code == 200
+        assert c.get("/metrics").status_code == 200
+        assert not slow.done(), "the slow import finished first: the test proves nothing"
+        assert slow.result(timeout=30) == 200  # and it is not failed for its own import's time
+
+
+def test_a_module_that_fails_to_import_is_not_run_again_until_it_changes(gateway_factory: GatewayFactory,
+                                                                         tmp_path: Path) -> None:
+    """hooks.md §6.5: imported on first use, again when the file changes. A failing module ran its
+    top level again on every request (one at a time, under the import lock)."""
+    marks = tmp_path / "marks"
+    gw = gateway_factory(_config(tmp_path, {"failing": FAILING.format(marks=str(marks))}))
+    with gw.client() as c:
+        for _ in range(3):
+            r = c.post("/hooks/failing", json={}, headers=AUTH)
+            assert (r.status_code, r.json()) == (500, {"ok": False, "error": "hook mapping failed"})
+        assert marks.read_text().splitlines() == ["imported"]
+        module = tmp_path / "hooks" / "transforms" / "failing.py"
+        module.write_text(module.read_text() + "\n# edited\n")
+        assert c.post("/hooks/failing", json={}, headers=AUTH).status_code == 500
+        assert marks.read_text().splitlines() == ["imported"] * 2
+        gw.signal(signal.SIGHUP)  # a reload tries it again (what it imports may be installed now)
+        wait_for(lambda: any(e.get("event") == "config.loaded" and "trigger" in e for e in gw.flushed_log_events()))
+        assert c.post("/hooks/failing", json={}, headers=AUTH).status_code == 500
+        assert marks.read_text().splitlines() == ["imported"] * 3
+    failed = [e for e in gw.flushed_log_events() if e["event"] == "hook.mapping_failed"]
+    assert [e["error_type"] for e in failed] == ["RuntimeError"] * 5
+    assert "broken at import" not in str(failed)
+
+
+def test_a_result_that_raises_when_read_is_mapping_failed(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
+    """hooks.md §6.5: an exception or bad value → 500 "hook mapping failed"; it was the generic
+    500 "Internal Server Error" with no hook.mapping_failed line."""
+    gw = gateway_factory(_config(tmp_path, {"nasty": RAISING_DICT}))
+    with gw.client() as c:
+        r = c.post("/hooks/nasty", json={}, headers={**AUTH, "X-Request-Id": "nasty-1"})
+    assert (r.status_code, r.json()) == (500, {"ok": False, "error": "hook mapping failed"})
+    line = next(e for e in gw.flushed_log_events() if e.get("request_id") == "nasty-1" and e["event"] != "http.request")
+    assert (line["event"], line["error_type"]) == ("hook.mapping_failed", "RuntimeError"), line
+    assert "payload text" not in str(line)
+
+
+def test_a_result_larger_than_a_body_may_be_is_mapping_failed(gateway_factory: GatewayFactory,
+                                                              tmp_path: Path) -> None:
+    """A transform returning 100 MB held the event loop 14 s and wrote 400 MB to the store; its
+    strings are now bounded as a body is (hooks.maxBodyBytes)."""
+    cfg = _config(tmp_path, {"huge": HUGE}, action="agent")
+    cfg["hooks"]["maxBodyBytes"] = 4096
+    gw = gateway_factory(cfg)
+    with gw.client() as c:
+        assert c.post("/hooks/huge", json={"n": 4096}, headers=AUTH).status_code == 200
+        r = c.post("/hooks/huge", json={"n": 4097}, headers={**AUTH, "X-Request-Id": "huge-1"})
+    assert (r.status_code, r.json()) == (500, {"ok": False, "error": "hook mapping failed"})
+    line = next(e for e in gw.flushed_log_events() if e.get("request_id") == "huge-1" and e["event"] != "http.request")
+    assert line["error"] == "transform returned a message longer than hooks.maxBodyBytes (4096 characters)", line
+    assert os.path.getsize(tmp_path / "hookgate.db") < 2_000_000
