@@ -171,6 +171,7 @@ class Service:
             loop.add_signal_handler(sig, self._on_stop_signal)
         loop.add_signal_handler(signal.SIGHUP, lambda: self._spawn(self.reload("signal")))
         obs_logging.bridge_stdlib("uvicorn", "uvicorn.error")
+        obs_logging.install_unhandled_hooks(loop)
         obs_logging.set_buffered(True)
         if self.with_worker:
             self.worker = Worker(store, lambda: self.settings, self.clock, self.metrics)

@@ -9,7 +9,7 @@ import socket
 import time
 
 import pytest
-from gateway import HOOKS_TOKEN, RunningGateway, raw_request
+from gateway import HOOKS_TOKEN, GatewayFactory, RunningGateway, hooks_config, raw_request
 
 MAX_HEAD = 64 * 1024  # a request head's bytes (hookgate's limit, docs/operations.md)
 
@@ -333,3 +333,16 @@ def test_a_body_the_parser_refuses_behind_pipelined_requests_gets_its_400(gatewa
     received, closed = raw_request(gateway.port, wakes + bad, read_timeout=10)
     assert closed and time.monotonic() - started < 5
     assert re.findall(rb"HTTP/1\.1 (\d{3}) ", received) == [b"200"] * 5 + [b"400"]
+
+
+def test_repeated_parser_warnings_are_one_line_with_a_count(gateway_factory: GatewayFactory) -> None:
+    """Each malformed request (an unauthenticated client's bytes) cost a `server.message` warning and a
+    write(2) of its own besides its access line; the same message is now written once per 10 s."""
+    gw = gateway_factory(hooks_config())
+    for _ in range(30):
+        received, _ = raw_request(gw.port, b"GARBAGE \x01\x02 nonsense\r\n\r\n", read_timeout=5)
+        assert received.startswith(b"HTTP/1.1 400 ")
+    events = gw.flushed_log_events()
+    assert len([e for e in events if e.get("reason") == "malformed_request"]) == 30  # one access line each
+    warnings = [e for e in events if e.get("event") == "server.message"]
+    assert [(e["message"], e["count"]) for e in warnings] == [("Invalid HTTP request received.", 1)]

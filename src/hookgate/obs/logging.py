@@ -369,17 +369,66 @@ class LineLimiter:
 
 class _StdlibBridge(logging.Handler):
     """Warnings and errors of libraries that log through ``logging`` (uvicorn), as JSON lines:
-    ``server.message`` with the logger's name and its sanitised message."""
+    ``server.message`` with the logger's name and its sanitised message. The same message from one
+    logger is written at most once per 10 s, with the ``count`` it stands for: each malformed request
+    (an unauthenticated client's bytes) cost a warning line and a write(2) of its own."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.limiter = LineLimiter(10.0, 256)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = clean_text(record.getMessage())
         except Exception:  # noqa: BLE001 - a malformed record must not break the caller
             message = "unformattable log record"
+        count = self.limiter.due((record.name, record.levelno, message[:120]))
+        if count is None:
+            return
         log = get_logger()
         method = log.error if record.levelno >= logging.ERROR else log.warning
-        method("server.message", logger=record.name, message=message,
+        method("server.message", logger=record.name, message=message, count=count,
                error_type=record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else None)
+
+
+def _exception_fields(exc: BaseException | None, fallback: type[BaseException] | None = None) -> dict[str, Any]:
+    if exc is not None:
+        return {"exc_info": exc}  # its type and where it was raised (``_exception``), never its message
+    return {"error_type": fallback.__name__ if fallback is not None else None}
+
+
+def loop_exception_handler(_: Any, context: dict[str, Any]) -> None:
+    """The event loop's unhandled errors (a task's exception never retrieved, a callback that raised:
+    a transform's own tasks among them) as one JSON line each, ``loop.unhandled``; asyncio's default
+    printed a traceback with the exception's message (a payload, a secret) across many lines."""
+    exc = context.get("exception")
+    where = "task" if "task" in context or "future" in context else "callback" if "handle" in context else "loop"
+    fields = _exception_fields(exc if isinstance(exc, BaseException) else None)
+    if exc is None:
+        fields["message"] = clean_text(str(context.get("message", "")), 200)
+    get_logger().error("loop.unhandled", where=where, **fields)
+
+
+def thread_excepthook(args: Any) -> None:
+    """A thread's unhandled exception (one a transform started) as ``thread.unhandled``, not a
+    traceback with its message."""
+    if args.exc_type is SystemExit:
+        return
+    name = getattr(args.thread, "name", None) or "?"
+    get_logger().error("thread.unhandled", thread=clean_text(str(name), 100),
+                       **_exception_fields(args.exc_value, args.exc_type))
+
+
+def unraisable_hook(args: Any) -> None:
+    """An exception Python cannot raise (in a ``__del__``, a finaliser) as ``python.unraisable``."""
+    get_logger().error("python.unraisable", **_exception_fields(args.exc_value, args.exc_type))
+
+
+def install_unhandled_hooks(loop: Any) -> None:
+    """Every error nothing else handles, as JSON lines (operations.md §2: one object per line)."""
+    loop.set_exception_handler(loop_exception_handler)
+    threading.excepthook = thread_excepthook
+    sys.unraisablehook = unraisable_hook
 
 
 def bridge_stdlib(*names: str) -> None:

@@ -124,3 +124,42 @@ def test_a_result_larger_than_a_body_may_be_is_mapping_failed(gateway_factory: G
     line = next(e for e in gw.flushed_log_events() if e.get("request_id") == "huge-1" and e["event"] != "http.request")
     assert line["error"] == "transform returned a message longer than hooks.maxBodyBytes (4096 characters)", line
     assert os.path.getsize(tmp_path / "hookgate.db") < 2_000_000
+
+
+STRAY_ERRORS = """
+import asyncio, threading
+
+async def transform(ctx):
+    async def boom():
+        raise RuntimeError("SECRET-in-task " + ctx.payload["p"])
+    def thread():
+        raise ValueError("SECRET-in-thread")
+    loop = asyncio.get_running_loop()
+    loop.create_task(boom())
+    loop.call_soon(lambda: 1 / 0)
+    threading.Thread(target=thread).start()
+    return {"text": "ok"}
+"""
+
+
+def test_errors_of_a_transforms_own_tasks_and_threads_are_json_lines(gateway_factory: GatewayFactory,
+                                                                     tmp_path: Path) -> None:
+    """operations.md §2: one JSON object per line, never an exception's message. A task, a callback and
+    a thread of a transform's that raised printed asyncio's and threading's tracebacks, messages and all."""
+    import json
+
+    gw = gateway_factory(_config(tmp_path, {"stray": STRAY_ERRORS}))
+    with gw.client() as c:
+        assert c.post("/hooks/stray", json={"p": "payload"}, headers=AUTH).status_code == 200
+
+    def seen() -> set[str]:
+        return {e["event"] for e in gw.flushed_log_events()} & {"loop.unhandled", "thread.unhandled"}
+    wait_for(lambda: seen() == {"loop.unhandled", "thread.unhandled"}, timeout=15)
+    text = gw.stderr()
+    for line in text.splitlines():
+        json.loads(line)  # every line is JSON
+    assert "SECRET" not in text and "payload" not in text
+    lines = [e for e in gw.flushed_log_events() if e["event"] in ("loop.unhandled", "thread.unhandled")]
+    assert {(e["event"], e.get("where"), e["error_type"]) for e in lines} == {
+        ("loop.unhandled", "task", "RuntimeError"), ("loop.unhandled", "callback", "ZeroDivisionError"),
+        ("thread.unhandled", None, "ValueError")}, lines
