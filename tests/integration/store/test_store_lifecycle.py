@@ -76,6 +76,26 @@ async def test_lock_file_is_next_to_the_database(tmp_path: Path, make_store: Sto
     assert (tmp_path / "hookgate.db.lock").stat().st_mode & 0o777 == 0o600  # no other user may hold it
 
 
+async def test_a_new_database_and_its_wal_are_private_whatever_the_umask(tmp_path: Path,
+                                                                          make_store: StoreFactory) -> None:
+    # under the usual umask 022 they were 0644: any local user could read every prompt and reply
+    old = os.umask(0o022)
+    try:
+        store = await make_store()
+        await store._write(lambda c: c.execute("INSERT INTO sessions (key, agent_id, session_id, created_at, "
+                                               "updated_at) VALUES ('k', 'a', 's', 0, 0)"))
+    finally:
+        os.umask(old)
+    for name in ("hookgate.db", "hookgate.db-wal", "hookgate.db-shm"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
+    existing = tmp_path / "kept" / "hookgate.db"
+    existing.parent.mkdir()
+    existing.touch(mode=0o640)
+    existing.chmod(0o640)
+    await make_store(path=existing)
+    assert existing.stat().st_mode & 0o777 == 0o640  # an existing file keeps the mode its operator gave it
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
 async def test_a_lock_root_makes_belongs_to_the_databases_owner(tmp_path: Path, make_store: StoreFactory) -> None:
     """Root running a command first made the lock file root's, mode 0600: the user serve runs as

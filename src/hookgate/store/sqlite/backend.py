@@ -96,6 +96,14 @@ class _QueueView:
         self.pending: deque[int] = deque(sorted(map(int, seqs.split(",")))) if seqs else deque()
 
 
+def _create_private(path: str | os.PathLike[str]) -> None:
+    """A new database file is made 0600 (whatever the umask: 022 made it 0644), so its ``-wal`` and
+    ``-shm``, which SQLite gives the database's own mode, are too: prompts, replies and transcripts are
+    no other local user's to read. An existing file keeps the mode its operator gave it."""
+    with contextlib.suppress(OSError):  # it exists; or SQLite says better why it cannot be opened
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 class SqliteStore:
     """``Store`` on one SQLite file. Create, then ``await open()``; ``await close()`` when done."""
 
@@ -243,6 +251,7 @@ class SqliteStore:
             conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_ms / 1000, isolation_level=None,
                                    check_same_thread=False)
         else:
+            _create_private(self.path)
             conn = sqlite3.connect(
                 self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
             )
