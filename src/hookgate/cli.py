@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
 import secrets
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -318,7 +320,46 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
+_SI_KERNEL = 0x80  # siginfo's si_code for a signal the kernel raised (a terminal's Ctrl-C), not kill(2)
+
+
+def _init_when_pid_1() -> None:
+    """As PID 1 (a container started without ``--init``) the process is its namespace's init: every
+    orphan is re-parented to it, and a command runtime's background child that outlived its command
+    stayed a zombie for good, one per run, until the container's pid limit stopped all forking. So PID 1
+    forks: the child is the gateway; PID 1 passes the signals sent to it on, reaps every process that
+    ends, and exits as the gateway did. Returns in the gateway."""
+    if os.getpid() != 1:
+        return
+    gateway = os.fork()
+    if gateway == 0:
+        return
+    watched = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+               signal.SIGCHLD}
+    signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    while True:
+        info = signal.sigwaitinfo(watched)
+        if info.si_signo != signal.SIGCHLD:
+            # a terminal's Ctrl-C reaches the whole foreground group, the gateway too: passed on, it
+            # would be the gateway's second signal (an immediate exit, not a drain)
+            if info.si_code != _SI_KERNEL:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(gateway, info.si_signo)
+            continue
+        while True:  # SIGCHLDs coalesce: every child that has ended
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                os._exit(EXIT_FAILED)
+            if pid == 0:
+                break
+            if pid == gateway:
+                code = os.waitstatus_to_exitcode(status)
+                os._exit(code if code >= 0 else 128 - code)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    _init_when_pid_1()
     from hookgate.server import file_stamp, run_serve
 
     path = locate_config(args.config, os.environ, os.getcwd())
