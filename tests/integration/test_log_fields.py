@@ -41,14 +41,18 @@ def test_unhandled_exception_line_carries_the_known_request_fields(gateway_facto
     # client_ip".
     tdir = tmp_path / "hooks" / "transforms"
     tdir.mkdir(parents=True)
+    # a defect of hookgate's own past the transform, simulated by the transform (trusted code in the
+    # process) replacing the wake's dispatch: a transform's own errors are `hook.mapping_failed`
     (tdir / "boom.py").write_text(
-        "class D(dict):\n"
-        "    def __contains__(self, key):\n"
-        "        raise ValueError('quoted body text')\n"
+        "import hookgate.edge.hooks_surface as surface\n"
+        "async def dispatch_wake(*args, **kwargs):\n"
+        "    raise ValueError('quoted body text')\n"
+        "surface.dispatch_wake = dispatch_wake\n"
         "def transform(ctx):\n"
-        "    return D(message='x')\n"
+        "    return {'text': 'x'}\n"
     )
-    cfg = hooks_config(mappings=[{"id": "boom", "match": {"path": "boom"}, "transform": {"module": "boom.py"}}])
+    cfg = hooks_config(mappings=[{"id": "boom", "match": {"path": "boom"}, "action": "wake",
+                                  "transform": {"module": "boom.py"}}])
     gw = gateway_factory(cfg)
     with gw.client() as c:
         r = c.post("/hooks/boom", json={}, headers={**AUTH, "X-Request-Id": "unhandled-1"})

@@ -313,7 +313,14 @@ async def resolve(
             _check_sizes(draft, settings.hooks.max_body_bytes)
         elif result is not None:
             raise TransformFailed("TransformResultError", f"transform returned {type(result).__name__}", ours=True)
-    action = finalize(draft, settings.enabled_channel_ids())
+        try:
+            action = finalize(draft, settings.enabled_channel_ids())
+        except RequestError:
+            raise
+        except Exception as exc:  # a value of the transform's whose own methods raise (an int subclass's <)
+            raise TransformFailed(type(exc).__name__, str(exc)) from exc
+    else:
+        action = finalize(draft, settings.enabled_channel_ids())
     if isinstance(action, WakeAction):
         return Resolved(mapping, action)
     key = action.session_key or settings.hooks.default_session_key

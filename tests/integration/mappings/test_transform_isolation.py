@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from gateway import AUTH, GatewayFactory, hooks_config, wait_for
 
 SLOW_IMPORT = """
@@ -38,6 +39,15 @@ class Nasty(dict):
 
 def transform(ctx):
     return Nasty(text="x")
+"""
+
+RAISING_VALUE = """
+class Weird(int):
+    def __lt__(self, other):
+        raise RuntimeError("payload text")
+
+def transform(ctx):
+    return {"message": "m", "timeoutSeconds": Weird(5)}
 """
 
 HUGE = """
@@ -98,10 +108,12 @@ def test_a_module_that_fails_to_import_is_not_run_again_until_it_changes(gateway
     assert "broken at import" not in str(failed)
 
 
-def test_a_result_that_raises_when_read_is_mapping_failed(gateway_factory: GatewayFactory, tmp_path: Path) -> None:
+@pytest.mark.parametrize("module", [RAISING_DICT, RAISING_VALUE])
+def test_a_result_that_raises_when_read_is_mapping_failed(gateway_factory: GatewayFactory, tmp_path: Path,
+                                                          module: str) -> None:
     """hooks.md §6.5: an exception or bad value → 500 "hook mapping failed"; it was the generic
     500 "Internal Server Error" with no hook.mapping_failed line."""
-    gw = gateway_factory(_config(tmp_path, {"nasty": RAISING_DICT}))
+    gw = gateway_factory(_config(tmp_path, {"nasty": module}, action="agent"))
     with gw.client() as c:
         r = c.post("/hooks/nasty", json={}, headers={**AUTH, "X-Request-Id": "nasty-1"})
     assert (r.status_code, r.json()) == (500, {"ok": False, "error": "hook mapping failed"})
