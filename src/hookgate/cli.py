@@ -331,12 +331,15 @@ def _init_when_pid_1() -> None:
     ends, and exits as the gateway did. Returns in the gateway."""
     if os.getpid() != 1:
         return
-    gateway = os.fork()
-    if gateway == 0:
-        return
     watched = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                signal.SIGCHLD}
-    signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    # blocked before the fork: a gateway that ends at once (a config error) must not end before PID 1
+    # listens, its SIGCHLD discarded and PID 1 waiting for good beside a zombie
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    gateway = os.fork()
+    if gateway == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        return
     while True:
         info = signal.sigwaitinfo(watched)
         if info.si_signo != signal.SIGCHLD:

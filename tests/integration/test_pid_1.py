@@ -34,7 +34,7 @@ def _state(pid: int) -> str:
 
 def test_as_pid_1_orphans_are_reaped_and_sigterm_drains(tmp_path: Path) -> None:
     script = tmp_path / "agent.sh"
-    script.write_text("#!/bin/sh\ncat >/dev/null\n(sleep 1 >/dev/null 2>&1 &)\necho started\n")
+    script.write_text("#!/bin/sh\ncat >/dev/null\n(sleep 0.2 >/dev/null 2>&1 &)\necho started\n")
     script.chmod(0o755)
     cfg = hooks_config()
     cfg["agents"] = {"defaults": {"runtime": {"kind": "command", "command": [str(script)]}},
@@ -67,7 +67,7 @@ def test_as_pid_1_orphans_are_reaped_and_sigterm_drains(tmp_path: Path) -> None:
                                      "--json"], capture_output=True, check=True, cwd=tmp_path).stdout
             return sum(r["status"] == "ok" for r in json.loads(listed) if r["runId"] in runs) == 5
         wait_for(all_ok, timeout=20)
-        time.sleep(2.5)  # the background sleeps (orphans, re-parented to PID 1) have ended
+        time.sleep(1.5)  # the background sleeps (orphans, re-parented to PID 1) have long ended
 
         def zombies() -> list[int]:
             out = []

@@ -92,8 +92,8 @@ class _StdoutWriter:
                 _write_stdout(data)
             except OSError as exc:
                 error = exc
-            except ValueError as exc:  # stdout closed by the process itself
-                error = OSError(str(exc))
+            except BaseException as exc:  # noqa: BLE001 - a closed stdout (ValueError), one a transform replaced:
+                error = OSError(f"{type(exc).__name__}: {exc}")  # that write fails, the thread goes on
             try:
                 loop.call_soon_threadsafe(_settle, done, error)
             except RuntimeError:  # that loop has closed

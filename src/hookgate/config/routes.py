@@ -177,7 +177,7 @@ def build_webhooks(plugins: Mapping[str, Any], ctx: RoutesContext) -> WebhooksSe
         path = normalize_route_path(route["path"])
         folded = path.casefold()
         if folded in claimed:
-            ctx.errors.append(f"{r}.path conflicts with routes.{claimed[folded]}.path ({path}).")
+            ctx.errors.append(f"{r}.path conflicts with {join('routes', claimed[folded])}.path ({path}).")
         else:
             claimed[folded] = route_id
         if ctx.hooks_enabled and path_is_under(folded, ctx.hooks_base_path.casefold()):

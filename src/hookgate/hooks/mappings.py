@@ -265,7 +265,7 @@ def finalize(draft: Draft, enabled_channels: tuple[str, ...]) -> WakeAction | Ag
 def external_source(sub_path: str, payload: Payload, session_key: str | None) -> ExternalSource:
     """§6.8 step 6: Gmail by path or ``payload.source``, else by the key before rebinding."""
     source = payload.get("source") if isinstance(payload, dict) else None
-    if sub_path == "gmail" or (isinstance(source, str) and source.strip().lower() == "gmail"):
+    if sub_path == "gmail" or (isinstance(source, str) and js_trim(source).lower() == "gmail"):
         return "gmail"
     if session_key is not None and session_key.lower().startswith("hook:gmail:"):
         return "gmail"

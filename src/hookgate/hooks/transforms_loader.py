@@ -20,6 +20,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from hookgate.config.paths import ContainmentError, check_contained
@@ -39,11 +40,12 @@ class TransformFailed(Exception):
     which may quote the payload.
     """
 
-    def __init__(self, kind: str, detail: str, *, ours: bool = False) -> None:
+    def __init__(self, kind: str, detail: str, *, ours: bool = False, lasting: bool = True) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
         self.ours = ours
+        self.lasting = lasting  # the module's own (it raised, exports nothing): the same until it changes
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,12 @@ class TransformLoader:
         self._failed: dict[tuple[str, str | None], _Failure] = {}
         self._lock = threading.Lock()  # the dicts' own; held briefly, never across an import
         self._key_locks: dict[tuple[str, str | None], threading.Lock] = {}
+        self._importing: dict[tuple[str, str | None], asyncio.Future[_Loaded]] = {}  # the loop's own
+
+    def _imported(self, key: tuple[str, str | None], importing: asyncio.Future[_Loaded]) -> None:
+        if self._importing.get(key) is importing:
+            del self._importing[key]
+        _retrieve(importing)
 
     def forget_failures(self) -> None:
         """A reload tries failed modules again (what they import may have been installed since)."""
@@ -129,12 +137,17 @@ class TransformLoader:
             # On a daemon thread of its own, not the loop's shared executor: an import that never ends
             # held a thread that /metrics, reloads and file deliveries waited for, and the exit too.
             # The request waits at most IMPORT_WAIT_MAX more than its timeout; the import goes on, and
-            # serves the next request when it ends.
-            importing = run_on_daemon_thread(self._load, mapping, transforms_dir, root, name="hookgate-import")
+            # serves the next request when it ends. One import at a time per module: the requests
+            # that come meanwhile wait for that one (a thread each would pile up behind a hung one).
+            key = (mapping.transform_module or "", mapping.transform_export)
+            importing = self._importing.get(key)
+            if importing is None or importing.done():
+                importing = self._importing[key] = run_on_daemon_thread(
+                    self._load, mapping, transforms_dir, root, name="hookgate-import")
+                importing.add_done_callback(partial(self._imported, key))
             try:
                 loaded = await asyncio.wait_for(asyncio.shield(importing), timeout + IMPORT_WAIT_MAX)
             except TimeoutError:
-                importing.add_done_callback(_retrieve)
                 raise TransformFailed("TimeoutError", f"transform module import took longer than "
                                                       f"{timeout + IMPORT_WAIT_MAX:g}s", ours=True) from None
         return await call_transform(loaded.fn, ctx, timeout, is_async=loaded.is_async)
@@ -173,7 +186,8 @@ class TransformLoader:
                 module = _import(path)
                 fn = _find_function(module, mapping.transform_export)
             except TransformFailed as exc:
-                self._failed[key] = _Failure(signature, exc.kind, exc.detail, exc.ours)
+                if exc.lasting:  # not a passing failure to read the file (no descriptor left: EMFILE)
+                    self._failed[key] = _Failure(signature, exc.kind, exc.detail, exc.ours)
                 raise
             self._failed.pop(key, None)
             loaded = self._cache[key] = _Loaded(signature, fn, inspect.iscoroutinefunction(fn))
@@ -198,7 +212,12 @@ def _import(path: str) -> Any:
         # trusts a whole-second mtime and the size, so an edit of the same size within the second
         # of the previous write would run the old code again.
         with open(path, "rb") as f:
-            code = compile(f.read(), path, "exec", dont_inherit=True)
+            source = f.read()
+    except OSError as exc:
+        sys.modules.pop(name, None)
+        raise TransformFailed(type(exc).__name__, str(exc), lasting=False) from exc
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
         exec(code, module.__dict__)  # noqa: S102 - running the configured transform is the point
     except BaseException as exc:
         sys.modules.pop(name, None)

@@ -7,6 +7,7 @@ Never pass a token, a secret, a body, a payload field, or a message text to a lo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -14,8 +15,8 @@ import socket
 import sys
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import MutableMapping
+from collections import OrderedDict, deque
+from collections.abc import Iterator, MutableMapping
 from typing import IO, Any
 
 import msgspec
@@ -53,16 +54,20 @@ class _Sink:
     thread, not the event loop: requests, ``/healthz`` and the stop signals go on. What waits for the
     reader is held up to ``MAX_PENDING`` bytes; lines past that are dropped and counted, and the
     first line written after them is a ``log.dropped`` warning with their count.
+
+    A line may arrive while its own thread holds the sink's lock: the collector runs finalisers
+    wherever an allocation triggers it, and a failed task's or a ``__del__``'s error is logged from
+    there. Such a line goes to a queue the next batch takes in, not to the lock it would wait on
+    forever (and with it the event loop's next flush).
     """
 
     FLUSH_BYTES = 1 << 16  # a buffer this full is written at once, whatever the ticker does
     MAX_PENDING = 8 << 20  # held for a reader that stopped reading; past it, lines are dropped
 
     def __init__(self) -> None:
-        try:
-            self.fd = os.dup(2)
-        except OSError:  # stderr closed (`2>&-`): every line is dropped, counted
-            self.fd = -1
+        # stderr's copy is taken at the first write, after the CLI has put /dev/null on closed
+        # standard descriptors: taken at import, it could itself land on a closed fd 0 or 1
+        self.fd: int | None = None
         self.stream: IO[bytes] | None = None  # ``configure(stream=…)``: written to instead of ``fd``
         self.autoflush = True
         self.lock = threading.Lock()
@@ -73,9 +78,26 @@ class _Sink:
         self._changed = threading.Condition(self.lock)  # lines to write; a batch written
         self._writer: threading.Thread | None = None
         self._writing = False  # the writer thread holds a batch (taken from ``_lines``, not yet written)
+        self._abandoned = False  # a stop gave up waiting for a stalled writer: flushes no longer wait
+        self._inside = threading.local()  # ``.held``: this thread holds ``lock``
+        self._reentered: deque[bytes] = deque()  # lines that arrived while their thread held ``lock``
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self.lock:
+            self._inside.held = True
+            try:
+                yield
+            finally:
+                self._inside.held = False
 
     def write(self, line: bytes, urgent: bool) -> None:
-        with self.lock:
+        if getattr(self._inside, "held", False):
+            self._reentered.append(line)  # taken in by the next batch
+            return
+        with self._locked():
+            while self._reentered:  # earlier than this one
+                self._lines.append(self._reentered.popleft())
             if self._size + len(line) > self.MAX_PENDING:  # only while the writer thread waits on a reader
                 self.dropped += 1
                 self._unreported += 1
@@ -87,28 +109,32 @@ class _Sink:
 
     def flush(self, timeout: float = 2.0) -> None:
         """Everything pending written; with the writer thread, waits at most ``timeout`` for it."""
-        with self.lock:
+        if getattr(self._inside, "held", False):
+            return
+        with self._locked():
             self._flush_locked()
-            if self._writer is not None:
+            if self._writer is not None and not self._abandoned:
                 self._changed.wait_for(lambda: not self._lines and not self._writing, timeout)
 
     def start_writer(self) -> None:
-        with self.lock:
+        with self._locked():
             if self._writer is None:
+                self._abandoned = False
                 # a daemon: one blocked on a reader that never reads again does not keep the process
                 self._writer = threading.Thread(target=self._run, name="hookgate-log", daemon=True)
                 self._writer.start()
 
     def stop_writer(self, timeout: float = 2.0) -> None:
         """Back to writing on the caller's thread, once the writer has written what it holds; a writer
-        still blocked after ``timeout`` keeps the lines (they are lost if the process then exits)."""
+        still blocked after ``timeout`` keeps the lines (they are lost if the process then exits),
+        and later flushes do not wait for it again."""
         self.flush(timeout)
-        with self.lock:
+        with self._locked():
             if self._writer is not None and not self._lines and not self._writing:
                 writer, self._writer = self._writer, None
                 self._changed.notify_all()
             else:
-                writer = None
+                writer, self._abandoned = None, self._writer is not None
         if writer is not None:
             writer.join(timeout)
 
@@ -123,6 +149,8 @@ class _Sink:
     def _take_locked(self) -> tuple[bytes, int, int]:
         """The pending lines as one write, their count, and the dropped lines a ``log.dropped`` line
         put first reports (put back with the batch's own if the write fails)."""
+        while self._reentered:
+            self._lines.append(self._reentered.popleft())
         if not self._lines:
             return b"", 0, 0
         count, reported = len(self._lines), self._unreported
@@ -137,16 +165,16 @@ class _Sink:
     def _run(self) -> None:
         me = threading.current_thread()
         while True:
-            with self.lock:
-                self._changed.wait_for(lambda: self._lines or self._writer is not me)
-                if self._writer is not me and not self._lines:
+            with self._locked():
+                self._changed.wait_for(lambda: self._lines or self._reentered or self._writer is not me)
+                if self._writer is not me and not self._lines and not self._reentered:
                     return
                 data, count, reported = self._take_locked()
                 self._writing = True
             try:
                 self._write(data, count, reported)
             finally:
-                with self.lock:
+                with self._locked():
                     self._writing = False
                     self._changed.notify_all()
 
@@ -156,11 +184,16 @@ class _Sink:
                 self.stream.write(data)
                 self.stream.flush()
                 return
+            if self.fd is None:
+                try:
+                    self.fd = os.dup(2)
+                except OSError:  # stderr closed (`2>&-`): every line is dropped, counted
+                    self.fd = -1
             view = memoryview(data)
             while view:
                 view = view[os.write(self.fd, view):]
         except (OSError, ValueError):
-            with self.lock if self._writer is threading.current_thread() else _NO_LOCK:
+            with self._locked() if self._writer is threading.current_thread() else _NO_LOCK:
                 self.dropped += count
                 self._unreported += count + reported
 

@@ -175,3 +175,34 @@ def test_errors_of_a_transforms_own_tasks_and_threads_are_json_lines(gateway_fac
     assert {(e["event"], e.get("where"), e["error_type"]) for e in lines} == {
         ("loop.unhandled", "task", "RuntimeError"), ("loop.unhandled", "callback", "ZeroDivisionError"),
         ("thread.unhandled", None, "ValueError")}, lines
+
+
+HUNG_IMPORT = """
+import time
+time.sleep(3600)
+
+def transform(ctx):
+    return {"text": "never"}
+"""
+
+
+def test_requests_behind_a_hung_import_share_it_not_a_thread_each(gateway_factory: GatewayFactory,
+                                                                  tmp_path: Path) -> None:
+    """Each request to a module whose import hangs started an import thread of its own, which then
+    waited on the hung one's lock for good: 5 → 505 threads after 500 requests, until the process
+    could start no thread (a reload, a command run) and the pid limit stopped every fork."""
+    import httpx
+
+    gw = gateway_factory(_config(tmp_path, {"hung": HUNG_IMPORT}))
+    assert gw.proc is not None
+    tasks = Path(f"/proc/{gw.proc.pid}/task")
+    with gw.client() as c:
+        assert c.post("/hooks/wake", json={"text": "warm"}, headers=AUTH).status_code == 200
+    before = len(list(tasks.iterdir()))
+    for _ in range(15):
+        with httpx.Client(base_url=gw.url, timeout=0.3) as c:
+            try:
+                c.post("/hooks/hung", json={}, headers=AUTH)
+            except httpx.TimeoutException:
+                pass  # the request waits on (its timeout + 30 s); the client does not
+    assert len(list(tasks.iterdir())) <= before + 2  # the one hung import (and at most one more)

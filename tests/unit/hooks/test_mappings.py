@@ -170,6 +170,10 @@ def test_external_source() -> None:
     assert external_source("mail", [], "hook:gmail:1") == "gmail"
     assert external_source("mail", {}, "hook:other") == "webhook"
     assert external_source("mail", {"source": 1}, None) == "webhook"
+    # "trimmed" is JavaScript's trim: U+FEFF is whitespace, U+001F and U+0085 are not
+    assert external_source("mail", {"source": "\ufeffgmail"}, None) == "gmail"
+    assert external_source("mail", {"source": "\x1fgmail"}, None) == "webhook"
+    assert external_source("mail", {"source": "gmail\x85"}, None) == "webhook"
 
 
 # --- resolve with settings (config, presets, transforms) ----------------------------------------------
@@ -297,6 +301,27 @@ def test_export_lookup_and_missing_module(tmp_path: Path) -> None:
         run(s, "later", {}, loader)
     transform_file(tmp_path, "later.py", "def transform(ctx):\n    return {'message': 'now here'}\n")
     assert run(s, "later", {}, loader).action.message == "now here"
+
+
+def test_a_file_that_could_not_be_read_is_read_again_next_time(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing import is kept until the file changes — but not a failure to read the file itself
+    (no descriptor left under a connection flood): that one passes, and kept, it failed every later
+    request until the file was edited or the config reloaded."""
+    from hookgate.hooks import transforms_loader
+
+    transform_file(tmp_path, "t.py", "def transform(ctx):\n    return {'message': 'read'}\n")
+    s = load(tmp_path, mappings=[{"match": {"path": "t"}, "transform": {"module": "t.py"}}])
+    loader = TransformLoader()
+
+    def no_descriptor(*_: Any, **__: Any) -> Any:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(transforms_loader, "open", no_descriptor, raising=False)
+    with pytest.raises(TransformFailed, match="Too many open files"):
+        run(s, "t", {}, loader)
+    monkeypatch.undo()
+    assert run(s, "t", {}, loader).action.message == "read"
 
 
 def test_reimport_on_change(tmp_path: Path) -> None:

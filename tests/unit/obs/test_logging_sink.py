@@ -13,7 +13,6 @@ from hookgate.obs.logging import _Sink
 def sink_on_pipe() -> tuple[_Sink, int]:
     read, write = os.pipe()
     sink = _Sink()
-    os.close(sink.fd)
     sink.fd = write
     return sink, read
 
@@ -84,5 +83,33 @@ def test_with_the_writer_thread_a_stalled_reader_blocks_no_caller_and_drops_are_
     assert len(report) == 1 and report[0]["count"] == dropped and report[0]["level"] == "warning"
     assert events[-1]["event"] == "after"
     assert sum(1 for e in events if e["event"] in ("http.request", "hook.auth_failed")) + dropped == 2001
+    sink.stop_writer()
+    os.close(read)
+
+
+def test_a_line_logged_while_its_thread_holds_the_sink_is_kept_not_a_deadlock() -> None:
+    """A collector run inside the sink's locked section (any allocation there can start one) runs
+    finalisers on that thread, and a failed task's or a ``__del__``'s error is logged from there: the
+    write waited on the lock its own thread held, and the event loop's next flush behind it."""
+    import threading
+
+    sink, read = sink_on_pipe()
+    sink.autoflush = False
+    sink.start_writer()
+    done = threading.Event()
+
+    def holder() -> None:
+        with sink._locked():
+            sink.write(b'{"event":"from.a.finaliser"}\n', True)  # re-entered: queued, no wait
+            sink.flush()  # nor does a flush from there wait
+        done.set()
+
+    threading.Thread(target=holder, daemon=True).start()
+    assert done.wait(10), "the re-entered write waited on its own thread's lock"
+    sink.write(b'{"event":"after"}\n', True)
+    sink.flush()
+    os.set_blocking(read, False)
+    events = [json.loads(line)["event"] for line in os.read(read, 1 << 16).splitlines()]
+    assert events == ["from.a.finaliser", "after"], events
     sink.stop_writer()
     os.close(read)
