@@ -14,6 +14,7 @@ import re
 import secrets
 import signal
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -311,6 +312,8 @@ def _reserve_standard_fds() -> None:
             os.fstat(fd)
         except OSError:
             os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+    if sys.stderr is None:  # (Python saw fd 2 closed) a print(file=sys.stderr) of None went to stdout
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the process's own, for its lifetime
 
 
 def _quiet_stdout() -> None:
@@ -369,8 +372,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cwd = os.getcwd()
     stamp = file_stamp(path) if path else None  # before the read: the watch's first baseline
     settings = load_settings(path, os.environ, cwd=cwd)
-    return run_serve(settings, lambda: load_settings(path, os.environ, cwd=cwd), bind=args.bind, port=args.port,
-                     worker=not args.no_worker, read_stamp=stamp)
+    status = run_serve(settings, lambda: load_settings(path, os.environ, cwd=cwd), bind=args.bind, port=args.port,
+                       worker=not args.no_worker, read_stamp=stamp)
+    _exit_past_foreign_threads(status)
+    return status
+
+
+def _exit_past_foreign_threads(status: int) -> None:
+    """The server has stopped: a thread a transform started (not a daemon) would keep the process,
+    which the interpreter's exit waits for, alive for good — after ``shutdown.completed``, and past
+    a second SIGTERM (the loop that answered it is gone). Then the process exits here, as it would."""
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
+    if not others:
+        return
+    obs_logging.get_logger().warning("shutdown.threads_left", count=len(others))
+    obs_logging.flush(timeout=0.5)
+    with contextlib.suppress(OSError, ValueError):
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    os._exit(status)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

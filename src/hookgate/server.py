@@ -226,6 +226,7 @@ class Service:
             # the commands of runs in flight die with the process: left running, each would run again
             # beside itself once the restarted gateway takes its run up (operations.md §1.1: "as after
             # a crash" is what the leases see, not a second copy of the work)
+            self.log.warning("shutdown.immediate", reason="second_signal")
             command = sys.modules.get("hookgate.agents.command")
             if command is not None:
                 command.kill_running_commands()

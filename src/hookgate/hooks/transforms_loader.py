@@ -69,6 +69,7 @@ def _find_function(module: Any, export: str | None) -> Callable[..., Any]:
     raise TransformFailed("TransformExportError", NO_FUNCTION, ours=True)
 
 
+_Flight = tuple[str, str | None, tuple[int, int, int] | None]  # a module, its export, its file's version
 IMPORT_WAIT_MAX = 30.0  # how much longer than the call's timeout a request waits for its module's import
 
 
@@ -91,12 +92,12 @@ class TransformLoader:
         self._cache: dict[tuple[str, str | None], _Loaded] = {}
         self._failed: dict[tuple[str, str | None], _Failure] = {}
         self._lock = threading.Lock()  # the dicts' own; held briefly, never across an import
-        self._key_locks: dict[tuple[str, str | None], threading.Lock] = {}
-        self._importing: dict[tuple[str, str | None], asyncio.Future[_Loaded]] = {}  # the loop's own
+        self._key_locks: dict[_Flight, threading.Lock] = {}  # one import at a time per module version
+        self._importing: dict[_Flight, asyncio.Future[_Loaded]] = {}  # the loop's own
 
-    def _imported(self, key: tuple[str, str | None], importing: asyncio.Future[_Loaded]) -> None:
-        if self._importing.get(key) is importing:
-            del self._importing[key]
+    def _imported(self, flight: _Flight, importing: asyncio.Future[_Loaded]) -> None:
+        if self._importing.get(flight) is importing:
+            del self._importing[flight]
         _retrieve(importing)
 
     def forget_failures(self) -> None:
@@ -139,12 +140,19 @@ class TransformLoader:
             # The request waits at most IMPORT_WAIT_MAX more than its timeout; the import goes on, and
             # serves the next request when it ends. One import at a time per module: the requests
             # that come meanwhile wait for that one (a thread each would pile up behind a hung one).
-            key = (mapping.transform_module or "", mapping.transform_export)
-            importing = self._importing.get(key)
+            # keyed by the file's version too: the file fixed after an import that hangs is imported
+            # anew, not waited for behind the hung one (its requests failed until a restart)
+            path = mapping.transform_module or ""
+            try:
+                version: tuple[int, int, int] | None = _signature(path)
+            except (OSError, ValueError):
+                version = None
+            flight = (path, mapping.transform_export, version)
+            importing = self._importing.get(flight)
             if importing is None or importing.done():
-                importing = self._importing[key] = run_on_daemon_thread(
+                importing = self._importing[flight] = run_on_daemon_thread(
                     self._load, mapping, transforms_dir, root, name="hookgate-import")
-                importing.add_done_callback(partial(self._imported, key))
+                importing.add_done_callback(partial(self._imported, flight))
             try:
                 loaded = await asyncio.wait_for(asyncio.shield(importing), timeout + IMPORT_WAIT_MAX)
             except TimeoutError:
@@ -160,13 +168,13 @@ class TransformLoader:
         raw = mapping.transform_module_raw or ""
         path = mapping.transform_module or ""
         key = (path, mapping.transform_export)
+        try:
+            signature = _signature(path)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path, which no file has
+            raise TransformFailed("FileNotFoundError", f"hook transform module not found: {path}", ours=True) from exc
         with self._lock:
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
+            key_lock = self._key_locks.setdefault((*key, signature), threading.Lock())
         with key_lock:
-            try:
-                signature = _signature(path)
-            except (OSError, ValueError) as exc:  # ValueError: a NUL in the path, which no file has
-                raise TransformFailed("FileNotFoundError", f"hook transform module not found: {path}", ours=True) from exc
             cached = self._cache.get(key)
             if cached is not None and cached.signature == signature:
                 return cached
