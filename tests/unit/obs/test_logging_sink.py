@@ -80,7 +80,8 @@ def test_with_the_writer_thread_a_stalled_reader_blocks_no_caller_and_drops_are_
             threading.Event().wait(0.01)
     events = [json.loads(x) for x in got.splitlines()]
     report = [e for e in events if e["event"] == "log.dropped"]
-    assert len(report) == 1 and report[0]["count"] == dropped and report[0]["level"] == "warning"
+    # one report, or more when the writer took a batch while drops were still happening (a slow machine)
+    assert report and sum(e["count"] for e in report) == dropped and {e["level"] for e in report} == {"warning"}
     assert events[-1]["event"] == "after"
     assert sum(1 for e in events if e["event"] in ("http.request", "hook.auth_failed")) + dropped == 2001
     sink.stop_writer()
